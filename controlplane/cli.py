@@ -308,8 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--audit-webhook-config-file", type=Path, default=None, metavar="KUBECONFIG",
                        help="a kubeconfig naming the webhook the events are POSTed to, as EventLists")
     audit.add_argument("--audit-webhook-mode", default="batch", metavar="MODE",
-                       help="batch (queued, sent in batches by a background task); the blocking modes are not "
-                            "served (default: %(default)s)")
+                       help="batch (queued, sent in batches by a background task), blocking (each event sent "
+                            "while its request waits) or blocking-strict (as blocking, and a request whose "
+                            "RequestReceived event cannot be sent fails) (default: %(default)s)")
     audit.add_argument("--audit-webhook-batch-buffer-size", type=int, default=10000, metavar="N",
                        help="events queued before new ones are dropped (default: %(default)s)")
     audit.add_argument("--audit-webhook-batch-max-size", type=int, default=400, metavar="N",

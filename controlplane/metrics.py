@@ -531,6 +531,11 @@ AUDIT_ERRORS = Counter(
     ["plugin"],
     registry=REGISTRY,
 )
+AUDIT_REJECTED = Counter(
+    "apiserver_audit_requests_rejected",
+    "Counter of apiserver requests rejected due to an error in audit logging backend.",
+    registry=REGISTRY,
+)
 AUDIT_LEVELS = Counter(
     "apiserver_audit_level",
     "Counter of policy levels for audit events (1 per request).",

@@ -62,7 +62,17 @@ from ..version import version_info
 from ..watchcache import CacheConfig, CacheReads, WatchCaches
 from ..watchcache.entry import ATTRS, KEY, REVISION, Entry, entry_json
 from . import podsecurity
-from .audit import AUTHENTICATED_SCOPE_KEY, Auditing, Backend, Backends, authorized, load_policy, recording
+from .audit import (
+    AUTHENTICATED_SCOPE_KEY,
+    Auditing,
+    Backend,
+    Backends,
+    BlockingAuditing,
+    authorized,
+    blocking,
+    load_policy,
+    recording,
+)
 from .auditlog import LogBackend, LogOptions
 from .auditwebhook import Truncation, WebhookBackend, WebhookOptions
 from .errors import ApiError
@@ -836,10 +846,12 @@ def _audited(front: _KubeRoutes, config: Config, kube: KubeApi) -> Any:
             audit.webhook_throttle_burst, audit.webhook_initial_backoff, audit.webhook_version,
             Truncation(*audit.webhook_truncate) if audit.webhook_truncate else None))
         backends.append(webhook)
-        log.info("audit webhook: %s (batches of %d)", webhook.url, audit.webhook_max_size)
+        log.info("audit webhook: %s (%s)", webhook.url, f"batches of {audit.webhook_max_size}"
+                 if audit.webhook_mode == "batch" else audit.webhook_mode)
     log.info("audit policy %s with %d rules", audit.policy_file, len(policy.rules))
-    return Auditing(front, policy, backends[0] if len(backends) == 1 else Backends(backends),
-                    kube.rbac_request_of, USER_SCOPE_KEY, lambda: kube.authorizer is None)
+    backend = backends[0] if len(backends) == 1 else Backends(backends)
+    auditing = BlockingAuditing if blocking(backend) else Auditing  # (a batch webhook, a log: no wait)
+    return auditing(front, policy, backend, kube.rbac_request_of, USER_SCOPE_KEY, lambda: kube.authorizer is None)
 
 
 _NON_API_ERRORS = {

@@ -41,6 +41,7 @@ with no user and ``Authentication failed, attempted: ...``.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import time
@@ -54,15 +55,15 @@ from typing import Any, Protocol
 import orjson
 import yaml
 
-from ..metrics import AUDIT_EVENTS, AUDIT_LEVELS
+from ..metrics import AUDIT_EVENTS, AUDIT_LEVELS, AUDIT_REJECTED
 from ..registry.dnsnames import DNS1123_SUBDOMAIN
 from .auditid import new_audit_id
 from .http1 import CLIENT_CERT_SCOPE_KEY
 from .rbac import Request as Attributes
 from .rbac import User
 
-__all__ = ["AUTHENTICATED_SCOPE_KEY", "Auditing", "Policy", "PolicyError", "annotate", "authorized", "decoded",
-           "load_policy", "parse_policy", "recording"]
+__all__ = ["AUTHENTICATED_SCOPE_KEY", "Auditing", "BlockingAuditing", "Policy", "PolicyError", "annotate", "authorized",
+           "blocking", "decoded", "load_policy", "parse_policy", "recording"]
 
 log = logging.getLogger(__name__)
 
@@ -498,22 +499,42 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class Backend(Protocol):
-    """Where audit events go (``auditlog.LogBackend``, ``auditwebhook.WebhookBackend``)."""
+    """Where audit events go (``auditlog.LogBackend``, ``auditwebhook.WebhookBackend``).
+
+    One whose ``blocking`` is true (the webhook's ``blocking`` modes) is given each event by
+    ``send`` instead, which the request waits for: False when the event could not be stored
+    and the request must fail (``blocking-strict``)."""
 
     def process(self, event: Mapping[str, Any]) -> None: ...
 
     async def close(self) -> None: ...
 
 
+def blocking(backend: Backend) -> bool:
+    """Whether ``backend`` (or one of a union's) sends each event in the request's time."""
+    return bool(getattr(backend, "blocking", False))
+
+
 class Backends:
-    """Several backends as one, as upstream's union backend: every event to each."""
+    """Several backends as one, as upstream's union backend: every event to each (and the
+    request fails when one that blocks fails, as upstream's union answers)."""
 
     def __init__(self, backends: list[Backend]) -> None:
         self.backends = backends
+        self.blocking = any(map(blocking, backends))
 
     def process(self, event: Mapping[str, Any]) -> None:
         for backend in self.backends:
             backend.process(event)
+
+    async def send(self, event: Mapping[str, Any]) -> bool:
+        stored = True
+        for backend in self.backends:
+            if blocking(backend):
+                stored = await backend.send(event) and stored  # type: ignore[attr-defined]
+            else:
+                backend.process(event)
+        return stored
 
     async def close(self) -> None:
         for backend in self.backends:
@@ -734,10 +755,16 @@ class _Request:
             return None
 
     def emit(self, stage: str, status: dict[str, Any] | None = None) -> None:
+        event = self._event(stage, status)
+        if event is not None:
+            self.auditing.backend.process(event)
+
+    def _event(self, stage: str, status: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The event of ``stage``, counted; None when the policy omits the stage."""
         decision = self.decision
         assert decision is not None
         if stage in decision.omit_stages:
-            return
+            return None
         now = self.received if stage == "RequestReceived" else time.time()
         event: dict[str, Any] = {"kind": "Event", "apiVersion": API_VERSION, "level": decision.level,
                                  "auditID": self.id, "stage": stage, **self.static}
@@ -760,7 +787,7 @@ class _Request:
             else:
                 event["annotations"] = dict(self.annotations)
         AUDIT_EVENTS.inc()
-        self.auditing.backend.process(event)
+        return event
 
     def _objects(self, event: dict[str, Any], decision: Decision) -> None:
         """requestObject and responseObject (and the objectRef a create's or update's body completes)."""
@@ -785,6 +812,111 @@ class _Request:
 
 
 _REF_FIELDS = ("resource", "namespace", "name", "uid", "apiGroup", "apiVersion", "resourceVersion", "subresource")
+
+
+
+class _Refused(BaseException):
+    """Raised into the handler when ``blocking-strict`` could not store the RequestReceived event."""
+
+
+class BlockingAuditing(Auditing):
+    """``Auditing`` over a backend that blocks (``--audit-webhook-mode blocking`` or
+    ``blocking-strict``), as upstream's WithAudit filter over a backend not buffered: each
+    event is sent in the request's time. The RequestReceived event before the handler reads
+    the body or answers; ResponseStarted before the answer starts; ResponseComplete (or
+    Panic) after the answer went out and before the request is done (upstream sends it
+    before the answer it buffered is flushed). In ``blocking-strict``, a RequestReceived event
+    that cannot be stored fails the request as upstream's filter does, before the handler
+    goes on: a plain-text 500 ``Internal Server Error: "<uri>": failed to store audit
+    event``, counted in ``apiserver_audit_requests_rejected_total``, and no other event."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = _BlockingRequest(self, scope)
+        token = _CURRENT.set(request)
+        try:
+            await self.app(scope, request.wrap_receive(receive), request.wrap_send(send))
+        except _Refused:
+            AUDIT_REJECTED.inc()
+            uri = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+            query = scope.get("query_string", b"").decode("latin-1")
+            text = f"Internal Server Error: {orjson.dumps(uri + ('?' + query if query else '')).decode()}: " \
+                   "failed to store audit event"
+            body = (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "\n").encode()
+            await send({"type": "http.response.start", "status": 500, "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"), (b"x-content-type-options", b"nosniff"),
+                (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        except Exception as e:
+            request.panic(e)
+            await request.flush()
+            raise
+        except BaseException:  # cancelled: its events sent all the same, by a task of their own
+            request.complete()
+            if request.unsent:
+                task = asyncio.get_running_loop().create_task(request.flush())
+                _FLUSHING.add(task)
+                task.add_done_callback(_FLUSHING.discard)
+            raise
+        finally:
+            _CURRENT.reset(token)
+        request.complete()
+        await request.flush()
+
+
+_FLUSHING: set[asyncio.Task[bool]] = set()
+
+
+class _BlockingRequest(_Request):
+    """A request's audit whose events wait in ``unsent`` until the request sends them (``flush``)."""
+
+    __slots__ = ("unsent",)
+
+    def __init__(self, auditing: Auditing, scope: Scope) -> None:
+        super().__init__(auditing, scope)
+        self.unsent: list[dict[str, Any]] = []
+
+    def emit(self, stage: str, status: dict[str, Any] | None = None) -> None:
+        event = self._event(stage, status)
+        if event is not None:
+            self.unsent.append(event)
+
+    async def flush(self) -> bool:
+        """Send the events emitted so far, in order; False when the backend could not store one."""
+        stored = True
+        while self.unsent:
+            event = self.unsent.pop(0)
+            stored = await self.auditing.backend.send(event) and stored  # type: ignore[attr-defined]
+        return stored
+
+    async def _flush_or_refuse(self) -> None:
+        while self.unsent:
+            event = self.unsent.pop(0)
+            if not await self.auditing.backend.send(event) and event["stage"] == "RequestReceived":  # type: ignore[attr-defined]
+                self.unsent.clear()
+                raise _Refused
+
+    def wrap_receive(self, receive: Receive) -> Receive:
+        audited = super().wrap_receive(receive)
+
+        async def sent_first() -> dict[str, Any]:
+            message = await audited()
+            if self.unsent:
+                await self._flush_or_refuse()
+            return message
+
+        return sent_first
+
+    def wrap_send(self, send: Send) -> Send:
+        async def sent_first(message: dict[str, Any]) -> None:
+            if self.unsent:
+                await self._flush_or_refuse()
+            await send(message)
+
+        return super().wrap_send(sent_first)
 
 
 def _completed_ref(ref: dict[str, str], meta: Mapping[str, Any]) -> dict[str, str]:

@@ -4,7 +4,7 @@
 
 ``--audit-webhook-config-file`` is a kubeconfig: its current context's cluster ``server`` is
 the URL the events are POSTed to, as an ``audit.k8s.io/v1`` ``EventList``, with the cluster's
-CA and the user's client certificate or token. Only ``batch`` mode, upstream's default: the
+CA and the user's client certificate or token. In ``batch`` mode, upstream's default, the
 events are queued (at most ``--audit-webhook-batch-buffer-size``; past it an event is dropped
 and counted in ``apiserver_audit_error_total{plugin="buffered"}``) and sent by one task in
 batches of at most ``--audit-webhook-batch-max-size``, once that many are queued or the oldest
@@ -13,8 +13,16 @@ batches a second (bursts of ``--audit-webhook-batch-throttle-burst``) unless
 ``--audit-webhook-batch-throttle-enable=false``. A batch the webhook refuses (a connection
 error, 429 or 5xx) is sent again after ``--audit-webhook-initial-backoff``, 1.5 times longer
 each time (jitter 0.2, five tries, as upstream's ``wait.Backoff``), then dropped and counted
-(``plugin="webhook"``); any other answer than 2xx drops it at once. The ``blocking`` modes,
-where each request waits for the webhook, are not served (``serve`` says so and stops).
+(``plugin="webhook"``); any other answer than 2xx drops it at once.
+
+``--audit-webhook-mode blocking`` and ``blocking-strict``, as upstream's: no queue; each event
+is POSTed alone (an EventList of one, tried again as a batch is) while its request waits
+(``send``; ``api/audit.py``'s ``BlockingAuditing``). In ``blocking`` a failure is counted and
+the request goes on; in ``blocking-strict`` a RequestReceived event that could not be sent
+fails its request with a 500 before the handler goes on (the other stages' failures are
+counted only, as upstream's). A webhook that is slow or failing makes every audited request
+as slow: upstream's trade, which only these modes make. With a log beside, the log's
+writes are as its own mode says. The ``--audit-webhook-batch-*`` flags do not apply.
 
 Truncation, when enabled: an event whose JSON is larger than ``max event size`` loses its
 ``requestObject`` and ``responseObject`` (at level ``Request`` and above) and is annotated
@@ -103,9 +111,6 @@ class WebhookOptions:
         errors = []
         if self.mode not in WEBHOOK_MODES:
             errors.append(f"invalid audit webhook mode {self.mode}, allowed modes are {','.join(WEBHOOK_MODES)!r}")
-        elif self.mode != "batch":
-            errors.append(f"audit webhook mode {self.mode} is not served by this server (each request would "
-                          "wait for the webhook): use batch")
         if self.version not in VERSIONS:
             errors.append(f"invalid audit webhook version {self.version}, allowed versions are {VERSIONS[0]!r}")
         if self.buffer_size <= 0:
@@ -152,6 +157,20 @@ class WebhookBackend:
         self._tokens = float(options.throttle_burst)
         self._refilled = time.monotonic()
         self.sent = 0  # events the webhook took
+        self.blocking = options.mode != "batch"  # each event by ``send``, in the request's time (api/audit.py)
+        self._strict = options.mode == "blocking-strict"
+
+    async def send(self, event: Mapping[str, Any]) -> bool:
+        """A ``blocking`` mode's: POST the event (an EventList of one) now, tried again after a
+        connection error, a 429 or a 5xx as a batch is; False when it could not be sent, in
+        ``blocking-strict`` only (``blocking`` ignores the failure, as upstream's
+        ``ignoreErrorsBackend``; an event too large even truncated is dropped and counted, not
+        a failure, as upstream's truncating backend)."""
+        truncation = self.options.truncation
+        data = truncation.encode(event) if truncation is not None else orjson.dumps(event)
+        if data is None:
+            return True
+        return await self._post([data]) or not self._strict
 
     def process(self, event: Mapping[str, Any]) -> None:
         truncation = self.options.truncation
@@ -235,7 +254,7 @@ class WebhookBackend:
             size += len(data)
         return parts
 
-    async def _post(self, batch: list[bytes]) -> None:
+    async def _post(self, batch: list[bytes]) -> bool:
         body = _LIST_HEAD + b",".join(batch) + _LIST_TAIL
         delay = self.options.initial_backoff
         for attempt in range(1 if self._closing else _TRIES):
@@ -249,8 +268,9 @@ class WebhookBackend:
             else:
                 if 200 <= answer.status_code < 300:
                     self.sent += len(batch)
-                    return
+                    return True
                 problem = f"{answer.status_code} {answer.text[:200]}"
                 if answer.status_code != 429 and answer.status_code < 500:
                     break  # (refused for good: not sent again)
         _error("webhook", f"audit webhook {self.url}: {len(batch)} events not sent: {problem}")
+        return False

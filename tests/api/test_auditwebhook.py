@@ -13,8 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
+from controlplane.api.audit import BlockingAuditing, parse_policy
 from controlplane.api.auditwebhook import TRUNCATED, Truncation, WebhookBackend, WebhookOptions
-from controlplane.metrics import AUDIT_ERRORS
+from controlplane.api.rbac import Request, User
+from controlplane.metrics import AUDIT_ERRORS, AUDIT_REJECTED
 
 
 class Receiver:
@@ -173,8 +175,8 @@ def test_options_are_checked_as_upstreams(tmp_path: Path) -> None:
     path = tmp_path / "k"
     with pytest.raises(ValueError, match="invalid audit webhook mode"):
         WebhookOptions(path, mode="eventually")
-    with pytest.raises(ValueError, match="not served by this server"):
-        WebhookOptions(path, mode="blocking")
+    for mode in ("batch", "blocking", "blocking-strict"):
+        assert WebhookOptions(path, mode=mode).mode == mode
     with pytest.raises(ValueError, match="invalid audit webhook version"):
         WebhookOptions(path, version="audit.k8s.io/v1beta1")
     with pytest.raises(ValueError, match="buffer size"):
@@ -183,3 +185,84 @@ def test_options_are_checked_as_upstreams(tmp_path: Path) -> None:
         Truncation(max_event_size=100, max_batch_size=10)
     with pytest.raises(ValueError, match="--audit-webhook-config-file"):
         WebhookBackend(WebhookOptions(path))  # (no such file)
+
+
+async def test_blocking_modes_send_each_event_now_and_only_strict_reports_a_failure(
+        tmp_path: Path, receiver: Receiver) -> None:
+    for mode, strict in (("blocking", False), ("blocking-strict", True)):
+        backend = WebhookBackend(WebhookOptions(kubeconfig(tmp_path, receiver.port), mode=mode,
+                                                initial_backoff=0.01))
+        assert backend.blocking
+        receiver.bodies.clear()
+        assert await backend.send(event(1)) is True  # sent before send returns: an EventList of one
+        assert [[e["auditID"] for e in b["items"]] for b in receiver.bodies] == [["id-1"]]
+        receiver.codes = [503] * 5  # every try fails
+        before = AUDIT_ERRORS.labels("webhook")._value.get()
+        assert await backend.send(event(2)) is (not strict)
+        assert AUDIT_ERRORS.labels("webhook")._value.get() == before + 1 and len(receiver.bodies) == 1
+        await backend.close()
+
+
+POLICY = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"
+
+
+async def _serve(auditing: BlockingAuditing) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    path = "/api/v1/namespaces/x/configmaps"
+    await auditing({"type": "http", "method": "POST", "path": path, "raw_path": path.encode(),
+                    "query_string": b"fieldManager=a&b", "headers": [], "client": ("192.0.2.1", 4000)},
+                   receive, send)
+    return sent
+
+
+async def test_a_blocking_request_waits_for_its_events_and_strict_fails_it_before_its_handler(
+        tmp_path: Path, receiver: Receiver) -> None:
+    """``BlockingAuditing`` (api/audit.py): the RequestReceived event has reached the webhook
+    before the handler goes on, ResponseComplete before the request is done; a webhook that
+    fails makes ``blocking-strict`` answer upstream's 500 instead of running the handler."""
+    seen_by_handler: list[list[str]] = []
+
+    def stages() -> list[str]:
+        return [e["stage"] for b in receiver.bodies for e in b["items"]]
+
+    async def handler(scope: Any, receive: Any, send: Any) -> None:
+        scope["user"] = User("alice", ("devs",))
+        await receive()
+        seen_by_handler.append(stages())
+        await send({"type": "http.response.start", "status": 201, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"made"})
+
+    def auditing(mode: str) -> BlockingAuditing:
+        backend = WebhookBackend(WebhookOptions(kubeconfig(tmp_path, receiver.port), mode=mode, initial_backoff=0.01))
+        return BlockingAuditing(handler, parse_policy(POLICY), backend,
+                                lambda scope: Request("create", "", "configmaps", "", "x"), "user", lambda: True)
+
+    blocking = auditing("blocking")
+    sent = await _serve(blocking)
+    assert sent[0]["status"] == 201 and seen_by_handler == [["RequestReceived"]]
+    assert stages() == ["RequestReceived", "ResponseComplete"]
+    assert receiver.bodies[0]["items"][0]["user"] == {"username": "alice", "groups": ["devs"]}
+    # blocking: a failing webhook is counted, the request goes on
+    receiver.codes = [503] * 5
+    assert (await _serve(blocking))[0]["status"] == 201 and len(seen_by_handler) == 2
+    await blocking.close()
+    # blocking-strict: the handler never goes on past its first read
+    strict = auditing("blocking-strict")
+    receiver.bodies.clear()
+    receiver.codes = [503] * 5
+    rejected = AUDIT_REJECTED._value.get()
+    sent = await _serve(strict)
+    assert len(seen_by_handler) == 2 and receiver.bodies == []  # no other event either
+    assert sent[0]["status"] == 500 and (b"content-type", b"text/plain; charset=utf-8") in sent[0]["headers"]
+    assert sent[1]["body"] == b'Internal Server Error: "/api/v1/namespaces/x/configmaps?fieldManager=a&amp;b": ' \
+                              b"failed to store audit event\n"
+    assert AUDIT_REJECTED._value.get() == rejected + 1
+    assert (await _serve(strict))[0]["status"] == 201  # the webhook back: on again
+    await strict.close()

@@ -253,9 +253,9 @@ def test_a_bad_policy_file_stops_serve(tmp_path: Path) -> None:
     s = start_serve(tmp_path, run=2, extra=("--audit-webhook-config-file", str(tmp_path / "none.yaml")))
     assert s.proc.wait(timeout=60) == 2
     assert "argument --audit-webhook-config-file: cannot read the kubeconfig" in s.output()
-    s = start_serve(tmp_path, run=3, extra=("--audit-webhook-mode", "blocking-strict"))
+    s = start_serve(tmp_path, run=3, extra=("--audit-webhook-mode", "eventually"))
     assert s.proc.wait(timeout=60) == 2
-    assert "audit webhook mode blocking-strict is not served by this server" in s.output()
+    assert "invalid audit webhook mode eventually, allowed modes are 'batch,blocking,blocking-strict'" in s.output()
 
 
 def test_a_webhook_backend_receives_the_events_as_event_lists(tmp_path: Path) -> None:
@@ -310,6 +310,73 @@ def test_a_webhook_backend_receives_the_events_as_event_lists(tmp_path: Path) ->
             assert done["large"]["annotations"]["audit.k8s.io/truncated"] == "true"
             logged = {e["auditID"] for e in map(json.loads, (tmp_path / "audit.log").read_text().splitlines())}
             assert {e["auditID"] for e in hooked} <= logged  # the same events in the log
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_blocking_strict_sends_each_event_in_the_requests_time_and_fails_it_when_it_cannot(tmp_path: Path) -> None:
+    """``--audit-webhook-mode blocking-strict``: a request's RequestReceived event has reached
+    the webhook before kubectl has its answer; while the webhook fails, an audited request
+    fails with upstream's 500 before anything is written, and one the policy leaves out goes on."""
+    import http.server
+    import threading
+
+    received: list[dict[str, Any]] = []
+    failing = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if failing.is_set():
+                self.send_response(503)
+            else:
+                received.extend(json.loads(body)["items"])
+                self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    (tmp_path / "policy.yaml").write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n"
+                                          "- level: Metadata\n  verbs: [create]\n"
+                                          "  resources: [{group: '', resources: [configmaps]}]\n")
+    (tmp_path / "webhook.yaml").write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: audit, cluster: {{server: 'http://127.0.0.1:{server.server_port}/audit'}}}}]\n"
+        "users: [{name: api, user: {token: hooktoken}}]\n"
+        "contexts: [{name: d, context: {cluster: audit, user: api}}]\ncurrent-context: d\n")
+    uri = "/api/v1/namespaces/default/configmaps"
+    try:
+        with running(start_serve(tmp_path, extra=(
+                "--audit-policy-file", str(tmp_path / "policy.yaml"),
+                "--audit-webhook-config-file", str(tmp_path / "webhook.yaml"),
+                "--audit-webhook-mode", "blocking-strict", "--audit-webhook-initial-backoff", "10ms"))) as s:
+            ok(s, "create", "configmap", "kept", "--from-literal=a=b")
+            # no wait: the event was sent before the answer
+            assert [e["stage"] for e in received if by_kubectl("create", uri)(e)][:1] == ["RequestReceived"]
+            deadline = time.monotonic() + 10  # ResponseComplete: sent once the answer went out
+            while [e["stage"] for e in received if by_kubectl("create", uri)(e)] != \
+                    ["RequestReceived", "ResponseComplete"]:
+                assert time.monotonic() < deadline, received
+                time.sleep(0.01)
+            failing.set()
+            r = run(s, "create", "configmap", "refused", "--from-literal=a=b")
+            assert r.returncode == 1
+            assert r.stderr.strip() == (  # (upstream's text/plain answer, its & escaped, in kubectl's words)
+                'error: failed to create configmap: an error on the server ("Internal Server Error: '
+                '\\"/api/v1/namespaces/default/configmaps?fieldManager=kubectl-create&amp;fieldValidation=Strict'
+                '\\": failed to store audit event") has prevented the request from succeeding (post configmaps)')
+            metrics = [line for line in ok(s, "get", "--raw", "/metrics").stdout.splitlines()
+                       if line.startswith("apiserver_audit_")]  # (not audited: the policy takes creates only)
+            assert "apiserver_audit_requests_rejected_total 1.0" in metrics, metrics
+            assert 'apiserver_audit_error_total{plugin="webhook"} 1.0' in metrics, metrics  # (after five tries)
+            failing.clear()
+            assert "refused" not in ok(s, "get", "configmaps", "-o", "name").stdout  # never written
+            ok(s, "create", "configmap", "after", "--from-literal=a=b")
     finally:
         server.shutdown()
         server.server_close()
