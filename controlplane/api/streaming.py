@@ -4,13 +4,13 @@ reach the node's kubelet: a simulated node runs no kubelet server and no contain
 
 kube-apiserver turns such a request into a kubelet URL before it connects (upstream's
 ``ConnectResource``, then ``streamLocation`` or ``PortForwardLocation``), and each step fails
-with a Status of its own. ``refusal`` takes the same steps in the same order and returns the
-first failure, which is the answer:
+with a Status of its own. ``connect_options`` takes the first two steps, ``refusal`` the others,
+in the same order; the first failure is the answer:
 
 1. ``dryRun`` in the query: 400 ``dryRun is not supported``;
 2. the options (``PodExecOptions``, ``PodAttachOptions``, ``PodPortForwardOptions``) decode
    from the query; only a port that is not a number fails (400, the ``strconv`` error);
-   booleans read as every query boolean does (``params.flag``);
+   booleans read as every query boolean does (``params.flag``), a string is its first value;
    then admission: the webhooks and ValidatingAdmissionPolicies that take ``CONNECT`` on the
    subresource see the options (``connect_options``) and may refuse; a mutating webhook's
    patch changes them (``KubeApi._admit_connect``, ``api/webhooks.py``);
@@ -35,7 +35,8 @@ than 101 makes it fall back to SPDY (a POST), which gets the same Status; it pri
 ``Error from server ...`` and exits 1. (kube-apiserver 1.30 and later upgrades a websocket
 before it dials and reports a failed dial on the stream's error channel; kubectl's exit is the
 same.) Over websockets, upstream also wants ``create`` on the subresource, not only ``get``
-(``AuthorizePodWebsocketUpgradeCreatePermission``): see ``needs_create``.
+(``AuthorizePodWebsocketUpgradeCreatePermission``): see ``needs_create``. (Upstream asks it
+in ``Connect``, after admission; here it is asked with the request's authorization, before.)
 """
 
 from __future__ import annotations
