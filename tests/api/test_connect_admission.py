@@ -97,6 +97,13 @@ def test_a_validating_webhook_refuses_kubectl_exec_with_the_options_as_the_objec
         (403, 'admission webhook "no-exec.example.com" denied the request: no proxy into web (proxy)')
     assert hook.seen("/deny-connect")[-1]["object"] == {"kind": "PodProxyOptions", "apiVersion": "v1",
                                                         "path": "/healthz/"}
+    # a node's (cluster-scoped: the namespace selector does not apply), before the node is looked up
+    r = api.http.get("/api/v1/nodes/no-such-node:9100/proxy/metrics")
+    assert (r.status_code, r.json()["message"]) == \
+        (403, 'admission webhook "no-exec.example.com" denied the request: no proxy into no-such-node:9100 (proxy)')
+    review = hook.seen("/deny-connect")[-1]
+    assert review["object"] == {"kind": "NodeProxyOptions", "apiVersion": "v1", "path": "/metrics"}
+    assert review["kind"] == {"group": "", "version": "v1", "kind": "NodeProxyOptions"} and "namespace" not in review
     # a pod in a namespace the selector leaves out is not sent: the request goes on to its dial
     before = len(hook.seen("/deny-connect"))
     r = api.http.post("/api/v1/namespaces/quiet/pods/web/exec", params={"command": "ls"}, headers=SPDY)
