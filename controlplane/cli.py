@@ -597,9 +597,11 @@ def prepare_credentials(config: Config, ca_pem: bytes | None = None) -> tuple[Co
     from .kubeconfig import write_kubeconfig
     from .tokens import find_admin, new_admin, read_token_file, write_token_file
 
+    # warned here, once at start, as kube-apiserver warns when it reads the file
+    warn = logging.getLogger("controlplane.tokens").warning
     if config.token_auth_file is None:
         path = config.generated_token_file
-        entries = read_token_file(path) if path.exists() else []
+        entries = read_token_file(path, warn) if path.exists() else []
         admin = find_admin(entries)
         if admin is None:
             admin = new_admin()
@@ -607,7 +609,7 @@ def prepare_credentials(config: Config, ca_pem: bytes | None = None) -> tuple[Co
         config = dataclasses.replace(config, token_auth_file=path)
     else:
         path = config.token_auth_file
-        admin = find_admin(read_token_file(path))
+        admin = find_admin(read_token_file(path, warn))
         if admin is None:
             return config, (f"controlplane: {path} has no user in group system:masters, "
                             f"so no kubeconfig was written to {config.kubeconfig_out}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,36 +48,43 @@ class TokenEntry:
     groups: tuple[str, ...] = ()
 
 
-def parse_token_csv(text: str, source: str = "<token file>") -> list[TokenEntry]:
-    """Parse the CSV text of a token file, with kube-apiserver's rules: blank
-    lines are skipped, fewer than three columns is an error, a duplicate token
-    keeps its first user.
+def parse_token_csv(text: str, source: str = "<token file>",
+                    warn: Callable[[str], None] | None = None) -> list[TokenEntry]:
+    """Parse the CSV text of a token file, with kube-apiserver's rules (its
+    ``tokenfile.NewCSV``): blank lines are skipped, fewer than three columns is
+    an error, a record with an empty token is skipped and a duplicate token
+    takes the later record's user, each with a warning passed to ``warn``.
 
     >>> parse_token_csv('t0k3n,admin,42,"system:masters,ops"\\n')
     [TokenEntry(token='t0k3n', user='admin', uid='42', groups=('system:masters', 'ops'))]
+    >>> parse_token_csv('t,a,1\\n,b,2\\nt,c,3\\n', source='tokens.csv', warn=print)
+    empty token has been found in token file 'tokens.csv', record number '2'
+    duplicate token has been found in token file 'tokens.csv', record number '3'
+    [TokenEntry(token='t', user='c', uid='3', groups=())]
     """
-    entries: list[TokenEntry] = []
-    seen: set[str] = set()
-    for lineno, record in enumerate(csv.reader(io.StringIO(text), skipinitialspace=True), start=1):
+    entries: dict[str, TokenEntry] = {}
+    record_number = 0
+    for record in csv.reader(io.StringIO(text), skipinitialspace=True):
         if not record or (len(record) == 1 and not record[0].strip()):
             continue
         if len(record) < 3:
-            raise TokenFileError(
-                f"{source}:{lineno}: a token line needs at least 3 columns (token, user name, user uid), "
-                f"found {len(record)}")
+            raise TokenFileError(f"token file '{source}' must have at least 3 columns "
+                                 f"(token, user name, user uid), found {len(record)}")
+        record_number += 1
         token, user, uid = (c.strip() for c in record[:3])
         if not token:
-            raise TokenFileError(f"{source}:{lineno}: empty token")
-        if token in seen:
+            if warn is not None:
+                warn(f"empty token has been found in token file '{source}', record number '{record_number}'")
             continue
-        seen.add(token)
+        if token in entries and warn is not None:
+            warn(f"duplicate token has been found in token file '{source}', record number '{record_number}'")
         groups = tuple(g.strip() for g in record[3].split(",") if g.strip()) if len(record) > 3 else ()
-        entries.append(TokenEntry(token, user, uid, groups))
-    return entries
+        entries[token] = TokenEntry(token, user, uid, groups)
+    return list(entries.values())
 
 
-def read_token_file(path: Path) -> list[TokenEntry]:
-    return parse_token_csv(path.read_text(encoding="utf-8"), source=str(path))
+def read_token_file(path: Path, warn: Callable[[str], None] | None = None) -> list[TokenEntry]:
+    return parse_token_csv(path.read_text(encoding="utf-8"), source=str(path), warn=warn)
 
 
 def format_token_csv(entries: list[TokenEntry]) -> str:

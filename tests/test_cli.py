@@ -263,6 +263,23 @@ def test_serve_exits_cleanly_and_restarts_on_its_data(tmp_path: Path) -> None:
     assert "Traceback" not in second.output()
 
 
+def test_serve_warns_of_a_duplicate_token_and_the_later_record_wins(tmp_path: Path) -> None:
+    # kube-apiserver's tokenfile.NewCSV: a warning per duplicate or empty token, not a refusal
+    given = tmp_path / "given.csv"
+    given.write_text('shared,alice,1,viewers\n,nobody,2\nshared,root,0,"system:masters"\n')
+    s = start_serve(tmp_path, extra=("--token-auth-file", str(given)))
+    with running(s):
+        who = _whoami(s, "shared")
+        assert who.status_code == 201, who.text
+        assert who.json()["status"]["userInfo"]["username"] == "root"
+        assert yaml.safe_load(s.kubeconfig.read_text())["users"] == [{"name": "root", "user": {"token": "shared"}}]
+    err = s.stderr.read_text()
+    assert f"WARNING controlplane.tokens: empty token has been found in token file '{given}', record number '2'" in err
+    assert (f"WARNING controlplane.tokens: duplicate token has been found in token file '{given}', "
+            "record number '3'") in err
+    assert err.count("duplicate token") == 1, err  # once, at start
+
+
 def test_serve_reports_a_port_in_use(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

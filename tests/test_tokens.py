@@ -31,14 +31,27 @@ def test_parse_kube_apiserver_format() -> None:
     ]
 
 
-def test_duplicate_token_keeps_the_first_user() -> None:
-    assert [e.user for e in parse_token_csv("t,a,1\nt,b,2\n")] == ["a"]
+def test_a_duplicate_token_takes_the_later_record_with_a_warning() -> None:
+    # kube-apiserver's tokenfile.NewCSV: the later record replaces the earlier in its map
+    warnings: list[str] = []
+    entries = parse_token_csv("t,a,1\nu,b,2\nt,c,3,ops\n", source="tokens.csv", warn=warnings.append)
+    assert entries == [TokenEntry("t", "c", "3", ("ops",)), TokenEntry("u", "b", "2")]
+    assert warnings == ["duplicate token has been found in token file 'tokens.csv', record number '3'"]
 
 
-@pytest.mark.parametrize("text", ["t1,alice\n", ",alice,1\n"])
-def test_malformed_lines_are_refused_with_their_line_number(text: str) -> None:
-    with pytest.raises(TokenFileError, match=r"tokens\.csv:1"):
-        parse_token_csv(text, source="tokens.csv")
+def test_an_empty_token_is_skipped_with_a_warning() -> None:
+    warnings: list[str] = []
+    entries = parse_token_csv("\n,alice,1\nt,bob,2\n", source="tokens.csv", warn=warnings.append)
+    assert entries == [TokenEntry("t", "bob", "2")]
+    assert warnings == ["empty token has been found in token file 'tokens.csv', record number '1'"]
+    assert parse_token_csv(",alice,1\n") == []  # no warn: silent
+
+
+def test_too_few_columns_is_refused_in_kube_apiservers_words() -> None:
+    with pytest.raises(TokenFileError) as e:
+        parse_token_csv("t0,admin,0\nt1,alice\n", source="tokens.csv")
+    assert str(e.value) == ("token file 'tokens.csv' must have at least 3 columns "
+                            "(token, user name, user uid), found 2")
 
 
 def test_round_trip_through_a_private_file(tmp_path: Path) -> None:
