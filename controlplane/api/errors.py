@@ -86,6 +86,13 @@ class ApiError(Exception):
         return cls.bad_request(f"the name of the object ({got}) does not match the name on the URL ({name})")
 
     @classmethod
+    def namespace_mismatch(cls, got: object, namespace: str) -> ApiError:
+        """A PUT's body in another namespace than the URL's, in upstream's ``checkName``
+        words (a POST's or a patch's is ``EnsureObjectNamespaceMatchesRequestNamespace``'s)."""
+        return cls.bad_request(f"the namespace of the object ({got}) does not match the namespace on the "
+                               f"request ({namespace})")
+
+    @classmethod
     def invalid(cls, rtype: ResourceType, name: str, causes: list[dict[str, str]]) -> ApiError:
         """422 Invalid as ``NewInvalid`` words it: the qualified kind (``Deployment.apps``), one
         cause as ``field: message``, several as ``[a: m1, b: m2]``; details name the kind, not the plural."""

@@ -1300,6 +1300,8 @@ class KubeApi:
                       subresource: str | None = None, manager: str | None = None) -> dict[str, Any]:
         parsed = self._parse(rtype, body, name)
         meta = parsed["metadata"]
+        if namespace and meta.get("namespace") not in (None, "", namespace):  # the update handler's checkName
+            raise ApiError.namespace_mismatch(meta["namespace"], namespace)
         self._check_namespace(rtype, namespace, meta)
         expected = _revision_param(meta.pop("resourceVersion", None))
         uid = meta.get("uid")  # a precondition, as upstream's update takes it from the object
@@ -2249,7 +2251,7 @@ class KubeApi:
             old = orjson.loads(current.value)
             fields: Any = None
             if method == "PUT":
-                replicas, expected = replicas_of_scale(self._parse_json(body), name, body=True)
+                replicas, expected = replicas_of_scale(self._parse_json(body), name, namespace, body=True)
             elif applying is not None and config is not None:
                 if precondition and str(precondition) != str(current.mod_revision):
                     raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes "
@@ -2273,7 +2275,7 @@ class KubeApi:
                     patched = merge_patch(view, patch)  # a Scale has no lists: strategic is merge here
                 else:  # (the dispatch refused other types)
                     raise ApiError.unsupported_media_type(accepted_patch_types(rtype))
-                replicas, expected = replicas_of_scale(patched, name)
+                replicas, expected = replicas_of_scale(patched, name, namespace)
                 expected = 0 if expected == current.mod_revision else expected
             else:
                 raise ApiError.method_not_allowed(method)

@@ -88,13 +88,16 @@ def with_spec_replicas(obj: dict[str, Any], replicas: int, paths: ScalePaths = B
     return obj
 
 
-def replicas_of_scale(scale: Any, name: str, body: bool = False) -> tuple[int, int]:
+def replicas_of_scale(scale: Any, name: str, namespace: str | None = None,
+                      body: bool = False) -> tuple[int, int]:
     """The replicas a written Scale asks for, and its resourceVersion precondition (0: none).
 
     An invalid Scale is a 422 (negative replicas) or a 400 (not a Scale, or replicas that
     are no int32, a status of another type). ``body``: ``scale`` is a PUT's body, which
     must name the object as upstream's update handler checks it (``checkName``): one
-    without a name, ``{}``, is a 400, where it scaled the object to zero."""
+    without a name, ``{}``, is a 400, where it scaled the object to zero. A Scale in
+    another namespace than ``namespace`` (the URL's) is a 400 in the words of
+    ``checkName`` for a PUT, of the patch handler's namespace check for a patch."""
     if not isinstance(scale, dict):
         raise ApiError.bad_request("the request body must be a Scale object")
     if scale.get("kind") not in (None, "Scale"):
@@ -104,6 +107,11 @@ def replicas_of_scale(scale: Any, name: str, body: bool = False) -> tuple[int, i
         raise ApiError.bad_request("metadata must be an object")
     if meta.get("name") != name and (body or meta.get("name") is not None):
         raise ApiError.name_mismatch(meta.get("name"), name)
+    if namespace and meta.get("namespace") not in (None, "", namespace):
+        if body:
+            raise ApiError.namespace_mismatch(meta["namespace"], namespace)
+        raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent on "
+                                   "the request")
     spec = scale.get("spec")
     if spec is not None and not isinstance(spec, dict):
         raise _undecodable(spec, "Scale.spec", "v1.ScaleSpec")

@@ -313,3 +313,46 @@ async def test_a_put_without_its_name_is_a_400_before_its_missing_spec(served: S
     assert "cannot unmarshal array" in status(r, 400, "BadRequest")
     r = await served.http.put(f"{DEPLOYMENTS}/d", json={"metadata": {"name": "d"}})
     assert status(r, 422, "Invalid") == 'Deployment.apps "d" is invalid: spec: Required value'
+
+
+async def test_a_body_in_another_namespace_is_refused_in_each_handlers_words(served: Served) -> None:
+    # a PUT's body is checked by the update handler's checkName, which names both namespaces; a
+    # POST's (create.go) and a patched object's (patch.go) by EnsureObjectNamespaceMatchesRequestNamespace.
+    # The Scale subresource's PUT and merge patch moved nothing but were answered 200.
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                  "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+                      "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    await served.client.create(DEPLOYMENTS, deployment)
+    await served.client.create(CMS, {"metadata": {"name": "c"}})
+    elsewhere = {"namespace": "elsewhere"}
+    put = "the namespace of the object (elsewhere) does not match the namespace on the request (default)"
+    other = "the namespace of the provided object does not match the namespace sent on the request"
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+    merge = {"Content-Type": "application/merge-patch+json"}
+    scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"} | elsewhere,
+             "spec": {"replicas": 3}}
+    cases: list[tuple[str, str, Any, dict[str, str], dict[str, str], str]] = [
+        ("POST", CMS, {"metadata": {"name": "c2"} | elsewhere}, JSON, {}, other),
+        ("PUT", f"{CMS}/c", {"metadata": {"name": "c"} | elsewhere}, JSON, {}, put),
+        ("PATCH", f"{CMS}/c", {"metadata": elsewhere}, merge, {}, other),
+        ("PATCH", f"{CMS}/c", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"} | elsewhere},
+         apply, {"fieldManager": "m"}, other),
+        ("PATCH", f"{CMS}/new", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new"} | elsewhere},
+         apply, {"fieldManager": "m"}, other),
+        ("PUT", f"{DEPLOYMENTS}/d/status", deployment | {"metadata": {"name": "d"} | elsewhere}, JSON, {}, put),
+        ("PATCH", f"{DEPLOYMENTS}/d/status", {"metadata": elsewhere}, merge, {}, other),
+        ("PUT", f"{DEPLOYMENTS}/d/scale", scale, JSON, {}, put),
+        ("PATCH", f"{DEPLOYMENTS}/d/scale", {"metadata": elsewhere, "spec": {"replicas": 3}}, merge, {}, other),
+        ("PATCH", f"{DEPLOYMENTS}/d/scale", scale, apply, {"fieldManager": "m"}, other),
+    ]
+    for method, path, body, headers, params, message in cases:
+        r = await served.http.request(method, path, content=json.dumps(body), headers=headers, params=params)
+        assert status(r, 400, "BadRequest") == message, (method, path)
+    assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
+    assert [i["metadata"]["name"] for i in (await served.client.get(CMS))["items"]] == ["c"]
+    # the URL's namespace, or none, is fine
+    r = await served.http.put(f"{DEPLOYMENTS}/d/scale", json=scale | {"metadata": {"name": "d", "namespace": ""}})
+    assert r.status_code == 200 and r.json()["spec"]["replicas"] == 3, r.text
+    r = await served.http.patch(f"{DEPLOYMENTS}/d/scale", content=json.dumps({"metadata": {"namespace": "default"}}),
+                                headers=merge)
+    assert r.status_code == 200, r.text
