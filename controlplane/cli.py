@@ -669,7 +669,6 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 1
     if config.store_url.startswith("lmdb://"):
         Path(config.store_url.removeprefix("lmdb://")).parent.mkdir(parents=True, exist_ok=True)
-    print(message, flush=True)
 
     import uvicorn
 
@@ -714,6 +713,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     children = dict.fromkeys(workers, WORKER) | dict.fromkeys(components, COMPONENTS)
     supervisor = _ChildSupervisor(children, port, args.argv) if children else None
     server = _uvicorn(uvicorn, create_app(config), config, tls)
+    _say_when_serving(server, message)
     if supervisor is not None:
         exiting = server.handle_exit
 
@@ -847,6 +847,21 @@ def _uvicorn(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
     if _STOP_REQUESTED:  # asked to stop while the app was made: it starts and stops at once
         server.should_exit = True
     return server
+
+
+def _say_when_serving(server: Any, message: str) -> None:
+    """Print ``message`` (the "serving" line) once ``server`` accepts requests: after
+    uvicorn's startup, which runs the lifespan (the store opened, the watch caches loaded)
+    and then makes the listeners. Printed before, a script that waits for the line would
+    connect too soon, or see it and then the store's error; a failed start prints none."""
+    startup = server.startup
+
+    async def startup_then_say(sockets: list[socket.socket] | None = None) -> None:
+        await startup(sockets=sockets)  # a failed startup exits here
+        if not server.should_exit:
+            print(message, flush=True)
+
+    server.startup = startup_then_say
 
 
 def _server(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:

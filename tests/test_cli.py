@@ -280,6 +280,22 @@ def test_serve_warns_of_a_duplicate_token_and_the_later_record_wins(tmp_path: Pa
     assert err.count("duplicate token") == 1, err  # once, at start
 
 
+def test_serve_prints_its_serving_line_once_it_answers(tmp_path: Path) -> None:
+    # it was printed before the store was opened: a script waiting for it connected too soon
+    s = start_serve(tmp_path)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while "controlplane: serving" not in s.stdout.read_text():
+            assert s.proc.poll() is None and time.monotonic() < deadline, s.output()
+            time.sleep(0.01)
+        assert "store open at revision" in s.stderr.read_text()
+        r = httpx.get(f"{s.url}/readyz", timeout=2.0)
+        assert (r.status_code, r.text) == (200, "ok")
+    finally:
+        assert s.stop() == 0, s.output()
+    assert s.stdout.read_text().count("controlplane: serving") == 1
+
+
 def test_serve_reports_a_port_in_use(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -300,6 +316,7 @@ def test_serve_says_in_one_line_why_its_store_cannot_be_opened(tmp_path: Path) -
     assert errors == [f"controlplane serve: error: cannot open the store lmdb://{tmp_path / 'not-a-store'}: "
                       f"{tmp_path / 'not-a-store'} is a file, not a store directory; refusing to touch it"]
     assert "Traceback" not in s.output()
+    assert "serving" not in s.stdout.read_text()  # it never served
 
 
 # --------------------------------------------------------------------------- serve, in process
