@@ -143,22 +143,22 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an instance-type catalog (YAML/JSON) replacing the built-in one")
     serve.add_argument("--stages", type=Path, action="append", default=[], metavar="FILE",
                        help="KWOK Stage YAML replacing the simulated nodes' built-in stages; repeat it for several "
-                            "files, as KWOK's --config (as `controlplane nodes --stages`)")
+                            "files, as KWOK's --config (as controlplane nodes --stages)")
     serve.add_argument("--enable-crds", action="append", default=[], metavar="CRD",
-                       help="as KWOK's (and `controlplane nodes`'): Stage runs the node simulator with the stages "
+                       help="as KWOK's (and controlplane nodes'): Stage runs the node simulator with the stages "
                             "of the Stage objects (kwok.x-k8s.io/v1alpha1) stored in this server, following their "
                             "changes, and installs their CRD (only Stage is supported)")
     serve.add_argument("--manage-nodes-with-label-selector", default="", metavar="SELECTOR",
-                       help="as KWOK's (and `controlplane nodes`'): the simulator plays only the fake nodes "
+                       help="as KWOK's (and controlplane nodes'): the simulator plays only the fake nodes "
                             "whose labels match (default: every node annotated kwok.x-k8s.io/node: fake)")
     serve.add_argument("--no-pod-events", dest="pod_events", action="store_false",
                        help="the simulated nodes' kubelets record no Events about pods' containers (Pulling, "
                             "Pulled, Created, Started, Killing), three or more writes a pod fewer (default: "
-                            "they do, as a kubelet, and `kubectl describe pod` shows them)")
+                            "they do, as a kubelet, and kubectl describe pod shows them)")
     serve.add_argument("--no-node-events", dest="node_events", action="store_false",
                        help="the simulated nodes' kubelets record no Events about their nodes (Starting, "
                             "NodeHasSufficientMemory, NodeReady, NodeNotSchedulable, ...), six writes a node "
-                            "fewer at registration (default: they do, as a kubelet, and `kubectl describe node` "
+                            "fewer at registration (default: they do, as a kubelet, and kubectl describe node "
                             "shows them)")
     failures = serve.add_argument_group(
         "simulated container failures", "the built-in stages' failure model (docs/nodes.md#containers-that-fail); "

@@ -267,7 +267,9 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="controlplane bench store", description=__doc__,
+    from controlplane.bench import help_text
+
+    p = argparse.ArgumentParser(prog="controlplane bench store", description=help_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pods", type=int, default=1_000_000, help="pods for the disk and range figures")
     p.add_argument("--updated", type=int, default=50_000, help="pods that get ten status updates each")

@@ -483,6 +483,30 @@ def test_cli_module_imports_nothing_heavy() -> None:
 
 # --------------------------------------------------------------------------- bench
 
+@pytest.mark.parametrize("argv", [
+    *(["bench", name, "--help"] for name in BENCHMARKS), ["bench", "dra", "--api", "--help"], ["bench", "--help"],
+    ["--help"], ["serve", "--help"], ["nodes", "--help"], ["scheduler", "--help"], ["autoscaler", "--help"],
+])
+def test_help_reads_as_plain_text(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # the benchmarks' descriptions are their docstrings, whose ``literals`` showed their backquotes
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ") and "`" not in out, out
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["report"], ["scenarios"], ["harness-rate"]])
+def test_loadtests_help_reads_as_plain_text(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from loadtest.run import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ") and "`" not in out, out
+
+
 def test_bench_registry_entries_name_a_function() -> None:
     assert "store" in BENCHMARKS
     for name, target in BENCHMARKS.items():

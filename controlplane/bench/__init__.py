@@ -14,10 +14,11 @@ Each benchmark prints one JSON object per line (DESIGN.md):
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from typing import cast
 
-__all__ = ["BENCHMARKS", "BenchmarkUnavailable", "UnknownBenchmark", "resolve", "run"]
+__all__ = ["BENCHMARKS", "BenchmarkUnavailable", "UnknownBenchmark", "help_text", "resolve", "run"]
 
 BENCHMARKS: dict[str, str] = {
     "store": "store.bench:main",
@@ -33,6 +34,20 @@ BENCHMARKS: dict[str, str] = {
 }
 
 BenchMain = Callable[[list[str]], int]
+
+
+def help_text(doc: str | None, first: bool = False) -> str:
+    """A benchmark's docstring as its ``--help`` shows it: the literals' double
+    backquotes dropped, a ``::`` that opens a literal block made one colon;
+    ``first``: only the first paragraph.
+
+    >>> help_text("``bench x``: the rate of ``--pods`` writes, by kind::\\n\\n  more")
+    'bench x: the rate of --pods writes, by kind:\\n\\n  more'
+    """
+    text = doc or ""
+    if first:
+        text = text.split("\n\n")[0]
+    return re.sub(r"::$", ":", text.replace("``", ""), flags=re.M)
 
 
 class UnknownBenchmark(LookupError):

@@ -31,6 +31,8 @@ from typing import Any
 
 import orjson
 
+from . import help_text
+
 BENCH = "api"
 
 BASELINE_APP = '''
@@ -288,7 +290,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="controlplane bench api", description=__doc__,
+    p = argparse.ArgumentParser(prog="controlplane bench api", description=help_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pods", type=int, default=100_000,
                    help="distinct pods to create (realistic, unbound); more than a phase can send")

@@ -47,6 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import help_text
+
 BENCH = "autoscaler"
 
 
@@ -62,7 +64,7 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="controlplane bench autoscaler", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="controlplane bench autoscaler", description=help_text(__doc__, first=True))
     p.add_argument("--pods", type=int, default=1000, help="pending GPU pods (default: %(default)s)")
     p.add_argument("--latency-scale", type=float, default=0.1,
                    help="multiply the catalog's launch latencies (default: %(default)s)")

@@ -37,6 +37,7 @@ from typing import Any
 
 from ..scheduler.dra.benchdata import create_gpu_cluster, gpu_cluster, gpu_pod, template_mix
 from ..scheduler.dra.invariants import check_invariants
+from . import help_text
 from . import scheduler as sched_bench
 from .scheduler import _free_port, _http, _p, _send_all, start_server, stop_all, watch_bindings
 
@@ -92,7 +93,7 @@ async def _run(args: argparse.Namespace, port: int) -> dict[str, Any]:
 
 
 def run(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="controlplane bench dra --api", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="controlplane bench dra --api", description=help_text(__doc__, first=True))
     ap.add_argument("--api", action="store_true")
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: %(default)s)")

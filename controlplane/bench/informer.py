@@ -30,6 +30,8 @@ import sys
 import time
 from typing import Any
 
+from . import help_text
+
 BENCH = "informer"
 MODES = ("stripped", "shared", "packed")  # packed: shared, then all but the newest packed (pods only)
 
@@ -134,7 +136,7 @@ def measure(mode: str, count: int, kind: str = "pods") -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="controlplane bench informer", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="controlplane bench informer", description=help_text(__doc__, first=True))
     p.add_argument("--pods", type=int, default=20_000, help="how many objects (pods or nodes)")
     p.add_argument("--kind", choices=("pods", "nodes"), default="pods",
                    help="what the informer holds (default: %(default)s)")

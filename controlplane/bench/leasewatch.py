@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import help_text
+
 BENCH = "lease-watch"
 MODES = ("none", "raw", "parse", "controller")
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
@@ -99,7 +101,7 @@ async def _measure(mode: str, leases: int, rounds: int) -> float:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="controlplane bench lease-watch", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="controlplane bench lease-watch", description=help_text(__doc__, first=True))
     parser.add_argument("--leases", type=int, default=10_000, help="(default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=10, help="renewals of every Lease (default: %(default)s)")
     parser.add_argument("--modes", default=",".join(MODES), help="(default: %(default)s)")

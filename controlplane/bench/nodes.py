@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import help_text
+
 BENCH = "nodes"
 
 
@@ -302,7 +304,7 @@ async def _pods(client: Any, resource_path: Any, args: argparse.Namespace) -> in
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="controlplane bench nodes", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="controlplane bench nodes", description=help_text(__doc__, first=True))
     parser.add_argument("--nodes", type=int, default=10_000, help="simulated nodes (default: %(default)s)")
     parser.add_argument("--renew-interval", type=float, default=10.0,
                         help="seconds (in process only: serve's simulator renews every 10 s; default: %(default)s)")

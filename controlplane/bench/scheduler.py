@@ -47,6 +47,8 @@ from typing import Any
 
 import orjson
 
+from . import help_text
+
 BENCH = "scheduler"
 
 
@@ -334,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="controlplane bench scheduler", description=__doc__,
+    p = argparse.ArgumentParser(prog="controlplane bench scheduler", description=help_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=5000)
     p.add_argument("--pods", type=int, default=10_000)

@@ -59,6 +59,7 @@ from ..watchcache.cache import CacheConfig, ResourceCache, SnapshotMode
 from ..watchcache.entry import CacheEvent, Entry, build_entry, entry_json
 from ..watchcache.packing import Packer
 from ..watchcache.watchers import Watcher
+from . import help_text
 
 BENCH = "watchcache"
 PREFIX = b"/registry/pods/"
@@ -525,7 +526,7 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="controlplane bench watchcache", description=__doc__,
+    p = argparse.ArgumentParser(prog="controlplane bench watchcache", description=help_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pods", type=int, default=100_000, help="pods in the cache (default: %(default)s)")
     p.add_argument("--readers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 10, 50],

@@ -36,6 +36,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from . import help_text
+
 BENCH = "writes"
 T = "2026-11-30T10:00:00Z"
 RENEWAL_BATCH = 2000  # Leases a LeaseRenewal names (the simulator's renewals_per_request)
@@ -249,7 +251,7 @@ async def _node_status_reports(c: Any) -> tuple[float, float]:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="controlplane bench writes", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="controlplane bench writes", description=help_text(__doc__, first=True))
     p.add_argument("--count", type=int, default=3000, help="writes of each kind (default: %(default)s)")
     p.add_argument("--concurrency", type=int, default=64, help="writes in flight (default: %(default)s)")
     p.add_argument("--renewal-leases", type=int, default=RENEWAL_BATCH,

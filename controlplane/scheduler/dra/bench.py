@@ -32,6 +32,7 @@ import statistics
 import time
 from typing import Any
 
+from ...bench import help_text
 from ..framework import num_feasible_nodes_to_find
 from .benchdata import gpu_cluster, template_mix
 from .invariants import check_invariants
@@ -101,7 +102,7 @@ def main(argv: list[str]) -> int:
         from controlplane.bench.dra_api import run as run_api
 
         return run_api(argv)
-    ap = argparse.ArgumentParser(prog="controlplane bench dra", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="controlplane bench dra", description=help_text(__doc__, first=True))
     ap.add_argument("--api", action="store_true",
                     help="end to end instead: the same cluster and pods through a server's API "
                          "(options: controlplane bench dra --api --help)")
