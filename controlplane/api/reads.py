@@ -216,9 +216,9 @@ def list_options(rtype: ResourceType, namespace: str | None, query: dict[str, st
     token = query.get("continue") or ""
     start, continue_revision = None, 0
     if token:
+        start, continue_revision = decode_continue(token, rtype.prefix(namespace))  # first, as upstream
         if rv not in ("", "0"):
             raise ApiError.bad_request("specifying resource version is not allowed when using continue")
-        start, continue_revision = decode_continue(token, rtype.prefix(namespace))
         rv = ""
     limit = _limit(query)
     _check_timeout(query)
@@ -273,21 +273,113 @@ INCONSISTENT_CONTINUE = (
     "up in the list.")
 
 
-def encode_continue(start: bytes, revision: int) -> str:
-    token = orjson.dumps({"v": "meta.k8s.io/v1", "rv": revision, "start": start.decode("utf-8", "surrogateescape")})
-    return base64.urlsafe_b64encode(token).decode()
+def encode_continue(start: bytes, prefix: bytes, revision: int) -> str:
+    """A list's continue token, as upstream's ``storage.EncodeContinue``: the next key relative
+    to the list's ``prefix`` (so a token read against another list's prefix names a key of that
+    list), with the revision the pages are read at, in unpadded URL-safe base64.
+
+    >>> encode_continue(b"/registry/pods/ns/b\\x00", b"/registry/pods/ns/", 7)
+    'eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6Nywic3RhcnQiOiJiXHUwMDAwIn0'
+    """
+    relative = start[len(prefix):] if start.startswith(prefix) else start
+    token = orjson.dumps({"v": "meta.k8s.io/v1", "rv": revision,
+                          "start": relative.decode("utf-8", "surrogateescape")})
+    return base64.urlsafe_b64encode(token).rstrip(b"=").decode()
 
 
 def decode_continue(token: str, prefix: bytes) -> tuple[bytes, int]:
+    """The first key and the revision of the page a continue token asks for, read as upstream's
+    ``storage.DecodeContinue``: its key is taken relative to this list's ``prefix``, so a token
+    of another resource's, namespace's or selector's list is no error, it goes on from that
+    key here; one that does not decode, or whose key climbs out of the prefix (``../``), is a 400
+    ``invalid continue token: continue key is not valid...``. Revision 0 means "the latest"."""
+    data = _raw_url_base64(token)
     try:
-        data = orjson.loads(base64.urlsafe_b64decode(token.encode()))
-        start = data["start"].encode("utf-8", "surrogateescape")
-        revision = int(data["rv"])
-    except (binascii.Error, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ApiError.bad_request("invalid continue token") from e
-    if not start.startswith(prefix) or (revision <= 0 and revision != LATEST):
-        raise ApiError.bad_request("the continue token is for another list")
-    return start, max(revision, 0)  # LATEST: a consistent read of the rest, from ``start``
+        decoded = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise _invalid_continue(_go_json_error(data)) from None
+    if decoded is None:
+        decoded = {}
+    if not isinstance(decoded, dict):
+        raise _invalid_continue(f"json: cannot unmarshal {_json_kind(decoded)} into Go value of type "
+                                "storage.continueToken")
+    version, revision, start = decoded.get("v", ""), decoded.get("rv", 0), decoded.get("start", "")
+    for field, value, go_type in (("v", version, "string"), ("rv", revision, "int64"), ("start", start, "string")):
+        if value is None:
+            continue
+        if go_type == "int64" and (isinstance(value, bool) or not isinstance(value, int)
+                                   or not -(1 << 63) <= value < (1 << 63)):
+            number = f"number {value}" if isinstance(value, int | float) and not isinstance(value, bool) else \
+                _json_kind(value)
+            raise _invalid_continue(f"json: cannot unmarshal {number} into Go struct field continueToken.{field} "
+                                    "of type int64")
+        if go_type == "string" and not isinstance(value, str):
+            raise _invalid_continue(f"json: cannot unmarshal {_json_kind(value)} into Go struct field "
+                                    f"continueToken.{field} of type string")
+    version, revision, start = version or "", revision or 0, start or ""
+    if version != "meta.k8s.io/v1":
+        raise ApiError.bad_request("invalid continue token: continue key is not valid: server does not recognize "
+                                   f"this encoded version {version}")
+    if revision == 0:
+        raise ApiError.bad_request("invalid continue token: continue key is not valid: incorrect encoded start "
+                                   "resourceVersion (version meta.k8s.io/v1)")
+    if not start:
+        raise ApiError.bad_request("invalid continue token: continue key is not valid: encoded start key empty "
+                                   "(version meta.k8s.io/v1)")
+    key = start if start.startswith("/") else "/" + start
+    if not _clean_path(key):  # no climbing out of this list's prefix
+        raise _invalid_continue(start)
+    return prefix + key[1:].encode("utf-8", "surrogateescape"), max(revision, 0)  # < 0: the latest
+
+
+def _invalid_continue(why: str) -> ApiError:
+    return ApiError.bad_request(f"invalid continue token: continue key is not valid: {why}")
+
+
+_BASE64_URL = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _raw_url_base64(token: str) -> bytes:
+    """``token`` decoded as Go's ``base64.RawURLEncoding`` (no padding), or its 400."""
+    raw = token.encode("utf-8", "surrogateescape")
+    bad = next((i for i, c in enumerate(raw) if c not in _BASE64_URL), None)
+    if bad is None and len(raw) % 4 == 1:
+        bad = len(raw) - 1  # a lone last character holds no whole byte
+    if bad is not None:
+        raise _invalid_continue(f"illegal base64 data at input byte {bad}")
+    try:
+        return base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4))
+    except (binascii.Error, ValueError):  # (the checks above leave none)
+        raise _invalid_continue("illegal base64 data at input byte 0") from None
+
+
+def _clean_path(key: str) -> bool:
+    """Whether Go's ``path.Clean`` leaves the absolute path ``key`` as it is."""
+    if key == "/":
+        return True
+    return not key.endswith("/") and all(part not in ("", ".", "..") for part in key[1:].split("/"))
+
+
+def _json_kind(value: Any) -> str:
+    """What Go's decoder calls a JSON value it cannot put into a field."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return "string" if isinstance(value, str) else "array" if isinstance(value, list) else "object"
+
+
+def _go_json_error(data: bytes) -> str:
+    """encoding/json's words for the most common ways ``data`` is no JSON."""
+    text = data.lstrip(b" \t\r\n")
+    if not text:
+        return "unexpected end of JSON input"
+    first = text[:1]
+    if first not in b'{["-0123456789tfn':
+        char = chr(first[0]) if first.isascii() and first.decode().isprintable() else f"\\x{first[0]:02x}"
+        return f"invalid character '{char}' looking for beginning of value"
+    return "unexpected end of JSON input" if not text.rstrip().endswith((b"}", b"]", b'"')) else \
+        "invalid character after top-level value"
 
 
 # -- results ----------------------------------------------------------------------
@@ -299,10 +391,11 @@ class Listed:
     # objects after this page, when more remain and no selector filtered the list
     # (``metadata.remainingItemCount``, as upstream); None when unknown
     remaining: int | None = None
+    prefix: bytes = b""         # the list's key prefix, which the token's key is relative to
 
     @property
     def continue_token(self) -> str | None:
-        return encode_continue(self.next_start, self.revision) if self.next_start is not None else None
+        return encode_continue(self.next_start, self.prefix, self.revision) if self.next_start is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,11 +544,11 @@ class StoreReads:
                 raise ApiError.gone("The resourceVersion for the provided list is too old.") from e
             # as upstream's etcd3 store: a token to go on from the same key at the latest revision
             gone = ApiError.gone(INCONSISTENT_CONTINUE)
-            gone.list_meta = {"continue": encode_continue(options.start, LATEST)}
+            gone.list_meta = {"continue": encode_continue(options.start, prefix, LATEST)}
             raise gone from e
         if not options.exact and options.revision > revision:
             raise too_large_resource_version(options.revision, revision)
-        return Listed(items, revision, start if more else None)
+        return Listed(items, revision, start if more else None, prefix=prefix)
 
     async def watch(self, rtype: ResourceType, namespace: str | None, options: WatchOptions) -> WatchStream:
         prefix = rtype.prefix(namespace)

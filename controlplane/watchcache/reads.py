@@ -137,7 +137,7 @@ class CacheReads:
             cache.pin(snap)
             if _unselective(options.filter, namespace):
                 remaining = snap.count(next_start, end)
-        return Listed(items, snap.revision, next_start, remaining)
+        return Listed(items, snap.revision, next_start, remaining, prefix)
 
     async def _list_snapshot(self, cache: ResourceCache, options: ListOptions) -> Snapshot:
         if options.continue_revision or options.exact:

@@ -6,6 +6,7 @@ stored objects untouched. Each case is one a hand-run sweep of the discovery doc
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -356,3 +357,58 @@ async def test_a_body_in_another_namespace_is_refused_in_each_handlers_words(ser
     r = await served.http.patch(f"{DEPLOYMENTS}/d/scale", content=json.dumps({"metadata": {"namespace": "default"}}),
                                 headers=merge)
     assert r.status_code == 200, r.text
+
+
+def _token(start: str, rv: Any = 1, version: str = "meta.k8s.io/v1") -> str:
+    data = json.dumps({"v": version, "rv": rv, "start": start}).encode()
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+async def test_a_continue_token_names_a_key_of_the_list_it_is_given_to(served: Served) -> None:
+    # upstream's storage.DecodeContinue reads the token's key relative to the list's prefix: a
+    # token from another namespace, resource or selector goes on from that name there (it was our
+    # 400 "the continue token is for another list")
+    await served.client.create("/api/v1/namespaces", {"metadata": {"name": "other"}})
+    for ns, names in (("default", "abc"), ("other", "abcd")):
+        for n in names:
+            await served.client.create(f"/api/v1/namespaces/{ns}/configmaps",
+                                       {"metadata": {"name": n, "labels": {"odd": str(ord(n) % 2)}}})
+    for n in "az":
+        await served.client.create("/api/v1/namespaces/default/secrets", {"metadata": {"name": n}})
+    first = (await served.http.get(CMS, params={"limit": "1"})).json()
+    assert [i["metadata"]["name"] for i in first["items"]] == ["a"]
+    token = first["metadata"]["continue"]
+    assert "=" not in token  # unpadded, as Go's RawURLEncoding
+    for path, params, expected in [
+            ("/api/v1/namespaces/other/configmaps", {}, ["b", "c", "d"]),
+            ("/api/v1/namespaces/default/secrets", {}, ["z"]),
+            (CMS, {"labelSelector": "odd=1"}, ["c"]),
+    ]:
+        r = await served.http.get(path, params={"continue": token} | params)
+        assert r.status_code == 200, r.text
+        assert [i["metadata"]["name"] for i in r.json()["items"]] == expected, (path, params)
+    # across namespaces the key goes on from "/registry/configmaps/" + "b"...: the namespaces after "b"
+    every = (await served.client.get("/api/v1/configmaps"))["items"]
+    r = await served.http.get("/api/v1/configmaps", params={"continue": token})
+    assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in r.json()["items"]] == \
+        [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in every if i["metadata"]["namespace"] >= "b"]
+
+
+@pytest.mark.parametrize(("token", "why"), [
+    ("!!", "illegal base64 data at input byte 0"),
+    ("eyJ2Ijoi=", "illegal base64 data at input byte 8"),  # padded: Go's RawURLEncoding takes none
+    ("e", "illegal base64 data at input byte 0"),
+    (base64.urlsafe_b64encode(b"[1]").rstrip(b"=").decode(),
+     "json: cannot unmarshal array into Go value of type storage.continueToken"),
+    (base64.urlsafe_b64encode(b"xyz").rstrip(b"=").decode(), "invalid character 'x' looking for beginning of value"),
+    (_token("a", rv="1"), "json: cannot unmarshal string into Go struct field continueToken.rv of type int64"),
+    (_token("a", version="meta.k8s.io/v2"), "server does not recognize this encoded version meta.k8s.io/v2"),
+    (_token("a", rv=0), "incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
+    (_token(""), "encoded start key empty (version meta.k8s.io/v1)"),
+    (_token("../secrets/default/a"), "../secrets/default/a"),
+    (_token("a/./b"), "a/./b"),
+])
+async def test_a_continue_token_that_does_not_decode_is_upstreams_400(served: Served, token: str, why: str) -> None:
+    for params in ({}, {"resourceVersion": "5"}):  # decoded before the resourceVersion is refused
+        r = await served.http.get(CMS, params={"continue": token} | params)
+        assert status(r, 400, "BadRequest") == f"invalid continue token: continue key is not valid: {why}"

@@ -1193,7 +1193,7 @@ async def test_an_expired_continue_token_is_410_with_a_token_to_go_on_at_the_lat
     for i in range(80):  # more than the window's 50 events
         await env.put(f"b{i % 10}")
     await env.store.compact(first + 40)
-    expired = encode_continue(PODS.key("ns", "b"), first)
+    expired = encode_continue(PODS.key("ns", "b"), PODS.prefix("ns"), first)
     with pytest.raises(ApiError) as e:
         await env.reads.list(PODS, "ns", list_options(PODS, "ns", {"limit": "3", "continue": expired}))
     status = e.value.status()
