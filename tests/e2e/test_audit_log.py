@@ -3,9 +3,11 @@ and a log), driven by the real kubectl and httpx over its socket."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -258,20 +260,16 @@ def test_a_bad_policy_file_stops_serve(tmp_path: Path) -> None:
     assert "invalid audit webhook mode eventually, allowed modes are 'batch,blocking,blocking-strict'" in s.output()
 
 
-def test_a_webhook_backend_receives_the_events_as_event_lists(tmp_path: Path) -> None:
-    """``--audit-webhook-config-file`` (a kubeconfig naming the receiver) beside the log: the
-    same events reach both, the webhook's in EventLists POSTed with the kubeconfig's token,
-    the large ones truncated (``--audit-webhook-truncate-enabled``)."""
-    import http.server
-    import threading
-
-    received: list[tuple[str, str, dict[str, Any]]] = []
+def _audit_receiver(tmp_path: Path,
+                    receive: Callable[[str, str, dict[str, Any]], int]) -> http.server.ThreadingHTTPServer:
+    """An audit webhook on a socket, serving: each POST's path, Authorization and JSON body to
+    ``receive``, answered with the status it returns; ``tmp_path/webhook.yaml`` the
+    kubeconfig that names it (with the token ``hooktoken``). The caller shuts it down."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append((self.path, self.headers.get("Authorization", ""), json.loads(body)))
-            self.send_response(200)
+            self.send_response(receive(self.path, self.headers.get("Authorization", ""), json.loads(body)))
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -280,12 +278,26 @@ def test_a_webhook_backend_receives_the_events_as_event_lists(tmp_path: Path) ->
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    (tmp_path / "policy.yaml").write_text(POLICY)
     (tmp_path / "webhook.yaml").write_text(
         "apiVersion: v1\nkind: Config\n"
         f"clusters: [{{name: audit, cluster: {{server: 'http://127.0.0.1:{server.server_port}/audit'}}}}]\n"
         "users: [{name: api, user: {token: hooktoken}}]\n"
         "contexts: [{name: d, context: {cluster: audit, user: api}}]\ncurrent-context: d\n")
+    return server
+
+
+def test_a_webhook_backend_receives_the_events_as_event_lists(tmp_path: Path) -> None:
+    """``--audit-webhook-config-file`` (a kubeconfig naming the receiver) beside the log: the
+    same events reach both, the webhook's in EventLists POSTed with the kubeconfig's token,
+    the large ones truncated (``--audit-webhook-truncate-enabled``)."""
+    received: list[tuple[str, str, dict[str, Any]]] = []
+
+    def receive(path: str, authorization: str, body: dict[str, Any]) -> int:
+        received.append((path, authorization, body))
+        return 200
+
+    server = _audit_receiver(tmp_path, receive)
+    (tmp_path / "policy.yaml").write_text(POLICY)
     try:
         with running(start_serve(tmp_path, extra=(
                 "--audit-policy-file", str(tmp_path / "policy.yaml"), "--audit-log-path", str(tmp_path / "audit.log"),
@@ -319,36 +331,19 @@ def test_blocking_strict_sends_each_event_in_the_requests_time_and_fails_it_when
     """``--audit-webhook-mode blocking-strict``: a request's RequestReceived event has reached
     the webhook before kubectl has its answer; while the webhook fails, an audited request
     fails with upstream's 500 before anything is written, and one the policy leaves out goes on."""
-    import http.server
-    import threading
-
     received: list[dict[str, Any]] = []
     failing = threading.Event()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            if failing.is_set():
-                self.send_response(503)
-            else:
-                received.extend(json.loads(body)["items"])
-                self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+    def receive(path: str, authorization: str, body: dict[str, Any]) -> int:
+        if failing.is_set():
+            return 503
+        received.extend(body["items"])
+        return 200
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _audit_receiver(tmp_path, receive)
     (tmp_path / "policy.yaml").write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n"
                                           "- level: Metadata\n  verbs: [create]\n"
                                           "  resources: [{group: '', resources: [configmaps]}]\n")
-    (tmp_path / "webhook.yaml").write_text(
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters: [{{name: audit, cluster: {{server: 'http://127.0.0.1:{server.server_port}/audit'}}}}]\n"
-        "users: [{name: api, user: {token: hooktoken}}]\n"
-        "contexts: [{name: d, context: {cluster: audit, user: api}}]\ncurrent-context: d\n")
     uri = "/api/v1/namespaces/default/configmaps"
     try:
         with running(start_serve(tmp_path, extra=(
