@@ -43,7 +43,7 @@ from typing import Any
 
 from controlplane.registry.celsyntax import RESERVED
 
-__all__ = ["CelType", "DYN", "check", "result_type", "schema_type", "type_errors"]
+__all__ = ["CelType", "DYN", "check", "result_type", "schema_type", "type_errors", "typed_tree"]
 
 
 # -- types ------------------------------------------------------------------------------------
@@ -367,8 +367,8 @@ class _Parser:
                 return _Node("lit", at, literal=UINT)
             floating = not text.lower().startswith("0x") and any(c in text for c in ".eE")
             return _Node("lit", at, literal=DOUBLE if floating else INT)
-        if kind in ("string", "bytes"):
-            return _Node("lit", at, literal=STRING if kind == "string" else BYTES)
+        if kind in ("string", "bytes"):  # the literal as written, for its size
+            return _Node("lit", at, text, literal=STRING if kind == "string" else BYTES)
         if kind == "name":
             if text in _KEYWORD_LITERALS:
                 return _Node("lit", at, literal=_KEYWORD_LITERALS[text])
@@ -415,12 +415,44 @@ _STRING_METHODS = {"lowerAscii": STRING, "upperAscii": STRING, "trim": STRING, "
                    "substring": STRING, "charAt": STRING, "indexOf": INT, "lastIndexOf": INT,
                    "split": None, "matches": BOOL, "startsWith": BOOL, "endsWith": BOOL, "contains": BOOL}
 _STRING_PREDICATES = frozenset({"startsWith", "endsWith", "contains"})
+# names an expression may use without declaring them: the types' own names, and the first step
+# of a qualified type name (google.protobuf.Timestamp)
+_TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type",
+                         "dyn", "optional_type", "google"})
+# the namespaces of qualified functions (sets.contains, format.dns1123Label(), ip.isCanonical(...))
+_NAMESPACES = frozenset({"sets", "strings", "optional", "cel", "math", "base64", "format", "lists", "regex", "ip",
+                         "cidr", "quantity", "semver", "url", "jsonpatch", "google", "time"})
+# every function and method of the environments Kubernetes compiles CEL in (cel-go's standard
+# library, its strings, lists, sets, math, encoders, optionals and two-variable comprehensions,
+# Kubernetes' lists, regex, URLs, quantities, IPs, CIDRs, format, semver, authorizer and
+# JSON patch libraries), and some more: a name missing from this set is an undeclared reference
+# in all of them; one in it may not be in the environment a given expression compiles in
+_FUNCTION_NAMES = """
+    has all exists exists_one existsOne map filter transformList transformMap transformMapEntry size
+    int uint double string bytes bool type dyn duration timestamp matches contains startsWith endsWith
+    getFullYear getMonth getDayOfYear getDayOfMonth getDate getDayOfWeek getHours getMinutes getSeconds
+    getMilliseconds charAt indexOf lastIndexOf lowerAscii upperAscii replace split substring trim join quote
+    reverse format slice flatten distinct range sort sortBy first last greatest least ceil floor round trunc abs
+    sign isInf isNaN isFinite bitAnd bitOr bitXor bitNot bitShiftLeft bitShiftRight sqrt encode decode
+    equivalent intersects of none ofNonZeroValue hasValue value orValue or optMap optFlatMap unwrap bind
+    isSorted sum min max find findAll url isURL getScheme getHost getHostname getPort getEscapedPath getQuery
+    quantity isQuantity isGreaterThan isLessThan compareTo add sub asInteger asApproximateFloat isInteger
+    ip isIP family isUnspecified isLoopback isLinkLocalMulticast isLinkLocalUnicast isGlobalUnicast
+    isCanonical cidr isCIDR containsIP containsCIDR masked prefixLength validate named dns1123Label
+    dns1123Subdomain dns1035Label qualifiedName dns1123LabelPrefix dns1123SubdomainPrefix dns1035LabelPrefix
+    labelValue uri uuid byte date datetime semver isSemver major minor patch path group resource subresource
+    namespace name check allowed reason errored error serviceAccount fieldSelector labelSelector
+    escapeKey
+"""
+_FUNCTIONS = frozenset(_FUNCTION_NAMES.split())
 
 
 class _Checker:
-    def __init__(self, variables: dict[str, CelType]) -> None:
+    def __init__(self, variables: dict[str, CelType], strict: bool = False) -> None:
         self.variables = variables
+        self.strict = strict  # names other than the variables are undeclared references
         self.errors: list[tuple[int, str]] = []
+        self.types: dict[int, CelType] = {}  # by id() of a node: its type, for the cost estimate (celcost)
 
     def report(self, at: int, message: str) -> None:
         self.errors.append((at, message))
@@ -430,10 +462,20 @@ class _Checker:
         signature = f"{formatted(target)}.({listed})" if target is not None else f"({listed})"
         self.report(at, f"found no matching overload for '{name}' applied to '{signature}'")
 
+    def undeclared(self, at: int, name: str) -> None:
+        self.report(at, f"undeclared reference to '{name}' (in container '')")
+
     def check(self, node: _Node, scope: dict[str, CelType]) -> CelType:
+        found = self.typed(node, scope)
+        self.types[id(node)] = found
+        return found
+
+    def typed(self, node: _Node, scope: dict[str, CelType]) -> CelType:
         if node.kind == "lit":
             return node.literal or DYN
         if node.kind == "ident":
+            if self.strict and node.name not in scope and node.name not in _TYPE_NAMES:
+                self.undeclared(node.at, node.name)
             return scope.get(node.name, DYN)
         if node.kind == "select":
             return self.select(node, scope, test_only=False)
@@ -477,9 +519,15 @@ class _Checker:
         if node.target is not None and node.target.kind == "ident" and node.target.name not in scope:
             if node.target.name == "cel" and name == "bind" and len(args) == 3 and args[0].kind == "ident":
                 return self.check(args[2], {**scope, args[0].name: self.check(args[1], scope)})
+            if self.strict and node.target.name not in _NAMESPACES:  # cel-go: neither a function nor a variable
+                self.undeclared(node.target.at, node.target.name)
+                if name not in _FUNCTIONS:
+                    self.undeclared(node.at, name)
             for a in args:  # a namespaced function: sets.contains, strings.quote, optional.of, ...
                 self.check(a, scope)
             return DYN
+        if self.strict and name not in _FUNCTIONS and not name.startswith(("_", "!", "-", "@")):
+            self.undeclared(node.at, name)
         target = _loose(self.check(node.target, scope)) if node.target is not None else None
         types = [_loose(self.check(a, scope)) for a in args]
         if target is None and name.startswith(("_", "!", "-", "@")):
@@ -666,18 +714,16 @@ def _parsed(expression: str) -> _Node | None:
         return None
 
 
-def check(expression: str, variables: dict[str, CelType]) -> tuple[list[str], CelType]:
+def check(expression: str, variables: dict[str, CelType], strict: bool = False) -> tuple[list[str], CelType]:
     """The type errors of ``expression`` with ``variables`` declared, each as cel-go's
     ``Issues`` prints it (``ERROR: <input>:1:5: ...``, its source line and a caret line),
-    ordered by position; and its result type (``dyn`` when not known, or on errors)."""
-    node = _parsed(expression)
-    if node is None:
+    ordered by position; and its result type (``dyn`` when not known, or on errors).
+    ``strict`` when ``variables`` are all the expression may name: any other name (a function
+    no Kubernetes environment has too) is an ``undeclared reference to 'x' (in container '')``."""
+    tree = _checked(expression, variables, strict)
+    if tree is None:
         return [], DYN
-    checker = _Checker(variables)
-    try:
-        result = checker.check(node, dict(variables))
-    except RecursionError:
-        return [], DYN
+    checker, _, result = tree
     lines = expression.split("\n")
     out = []
     seen = set()
@@ -691,9 +737,30 @@ def check(expression: str, variables: dict[str, CelType]) -> tuple[list[str], Ce
     return out, (DYN if out else result)
 
 
-def type_errors(expression: str, variables: dict[str, CelType]) -> list[str]:
+def _checked(expression: str, variables: dict[str, CelType], strict: bool) -> tuple[_Checker, _Node, CelType] | None:
+    node = _parsed(expression)
+    if node is None:
+        return None
+    checker = _Checker(variables, strict)
+    try:
+        result = checker.check(node, dict(variables))
+    except RecursionError:
+        return None
+    return checker, node, result
+
+
+def typed_tree(expression: str, variables: dict[str, CelType]) -> tuple[Any, dict[int, CelType]] | None:
+    """The parsed ``expression`` and the type of each of its nodes (by ``id()``), for the cost
+    estimate (``registry/celcost.py``); None when it is not read or does not type-check."""
+    tree = _checked(expression, variables, strict=False)
+    if tree is None or tree[0].errors:
+        return None
+    return tree[1], tree[0].types
+
+
+def type_errors(expression: str, variables: dict[str, CelType], strict: bool = False) -> list[str]:
     """``check``'s errors only."""
-    return check(expression, variables)[0]
+    return check(expression, variables, strict)[0]
 
 
 def result_type(expression: str, variables: dict[str, CelType]) -> CelType:

@@ -676,7 +676,7 @@ def _type_problems(rule: dict[str, Any], self_type: CelType) -> dict[str, str]:
     text = rule.get("rule")
     if not isinstance(text, str) or not text.strip() or compile_error(text) is not None:
         return out
-    errors, result = check(text, variables)
+    errors, result = check(text, variables, strict=True)
     if errors:
         out["rule"] = "compilation failed: " + "\n".join(errors)
     elif result.kind not in ("bool", "dyn"):
@@ -684,7 +684,7 @@ def _type_problems(rule: dict[str, Any], self_type: CelType) -> dict[str, str]:
     message = rule.get("messageExpression")
     if out or not isinstance(message, str) or not message.strip() or compile_error(message) is not None:
         return out
-    errors, result = check(message, variables)
+    errors, result = check(message, variables, strict=True)
     if errors:
         out["messageExpression"] = "messageExpression compilation failed: " + "\n".join(errors)
     elif result.kind not in ("string", "dyn", "list"):

@@ -217,3 +217,30 @@ def test_an_object_that_preserves_unknown_fields_is_dyn_as_an_operand() -> None:
     assert type_errors("self.extra.all(k, k != '') && size(self.extra) > 0 && self.extra != 1", _vars()) == []
     assert type_errors("self.nested.all(k, k != '')", _vars())[0].startswith(
         "ERROR: <input>:1:5: expression of type 'selfType0.nested' cannot be range of a comprehension")
+
+
+@pytest.mark.parametrize(("rule", "where", "name"), [
+    ("foo.bar > 1", 1, "foo"),
+    ("self.name == other", 14, "other"),
+    ("self.name.toLower() == 'a'", 18, "toLower"),
+    ("lengthOf(self.tags) > 1", 9, "lengthOf"),
+    ("self.tags.all(t, t == y)", 23, "y"),
+])
+def test_undeclared_references_are_refused_as_cel_go_words_them(rule: str, where: int, name: str) -> None:
+    """A name that is neither ``self``, ``oldSelf``, a macro's variable nor a function of
+    Kubernetes' CEL environment: at the name (a call's, at its parenthesis)."""
+    errors = type_errors(rule, _vars(), strict=True)
+    assert errors == [f"ERROR: <input>:1:{where}: undeclared reference to '{name}' (in container '')\n"
+                      f" | {rule}\n | {'.' * (where - 1)}^"]
+    assert type_errors(rule, _vars()) == []  # not strict: not held against it
+
+
+@pytest.mark.parametrize("rule", [
+    "sets.contains(self.tags, ['a'])", "cel.bind(n, self.name, n.size() < 5)", "type(self.port) == int",
+    "self.tags.exists(t, t.lowerAscii().matches('^a'))", "format.dns1123Label().validate(self.name).hasValue()",
+    "quantity(self.name).isGreaterThan(quantity('1')) && ip.isCanonical(self.name)",
+    "self.labels.all(k, v, k.size() < v.size())", "self.?name.orValue('') == ''", "self.name.split(',').size() < 2",
+    "dyn(self.port) == 1 || double(self.ratio) < 2.0 || string(self.minReplicas) == '1'",
+])
+def test_declared_names_and_library_functions_are_not_undeclared(rule: str) -> None:
+    assert type_errors(rule, _vars(), strict=True) == []
