@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from controlplane.registry.celcheck import CelType, schema_type
+from controlplane.registry.celcost import cardinality_below
 from controlplane.registry.goregexp import compile_go, syntax_error
 
 __all__ = ["apply_defaults", "describe", "prune", "structure_problems", "validate"]
@@ -564,8 +565,78 @@ def structure_problems(schema: Any, path: str) -> list[Cause]:
         causes.append({"reason": "FieldValueInvalid", "field": f"{path}.type",
                        "message": f"Invalid value: {describe(schema.get('type', ''))}: must be object at the root"})
     cel: list[Cause] = []
-    _structure(schema, path, causes, root=True, cel=cel)
-    return causes + cel  # upstream's CEL errors follow its schema errors
+    costs = _Costs()
+    _structure(schema, path, causes, root=True, cel=cel, costs=costs)
+    return causes + cel + costs.total_problems(path)  # upstream's CEL errors follow its schema errors
+
+
+class _Costs:
+    """The estimated costs of a schema's rules (``registry/celcost.py``), as upstream's
+    ``TotalCost`` adds them up: their total, and the dearest four of those that make at
+    least 1% of the schema's limit, by path."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.dearest: list[tuple[int, str]] = []
+
+    def observe(self, path: str, cost: int) -> None:
+        from .celcost import MAX_UINT64, SCHEMA_LIMIT
+
+        self.total = min(self.total + cost, MAX_UINT64)
+        if cost >= SCHEMA_LIMIT // 100:
+            self.dearest.append((cost, path))
+            self.dearest.sort(key=lambda c: -c[0])  # stable: of equal costs, the first observed first
+            del self.dearest[4:]
+
+    def rule_problems(self, rule: dict[str, Any], path: str, schema: Schema, root: bool, self_type: CelType,
+                      cardinality: int | None, compiled: set[str]) -> tuple[list[Cause], list[Cause]]:
+        """The causes for a rule (and its message expression) whose estimated cost, the rule's
+        times how often it may run, is over the limit of one rule; each observed."""
+        from .celcheck import DYN
+        from .celcost import RULE_LIMIT, cost_message, expression_cost, max_cardinality
+
+        if "rule" not in compiled:
+            return [], []
+        old_self = DYN if rule.get("optionalOldSelf") is True else self_type
+        variables = {"self": self_type, "oldSelf": old_self}
+        out: tuple[list[Cause], list[Cause]] = ([], [])
+        for key, name, found in (("rule", "estimated rule cost", out[0]),
+                                 ("messageExpression", "estimated messageExpression cost", out[1])):
+            if key not in compiled:
+                continue
+            cost = expression_cost(rule[key], variables, schema, root)
+            if cost is None:
+                continue
+            if key == "rule":
+                times = cardinality if cardinality is not None else max_cardinality(schema, root)
+                cost = multiplied(cost, times)
+            if cost > RULE_LIMIT:
+                found.append({"reason": "FieldValueForbidden", "field": f"{path}.{key}",
+                              "message": f"Forbidden: {cost_message(name, cost, RULE_LIMIT)}"})
+            self.observe(f"{path}.{key}", cost)
+        return out
+
+    def total_problems(self, path: str) -> list[Cause]:
+        """Upstream's causes when the schema's total is over its limit: each of the dearest
+        rules, then the schema itself."""
+        from .celcost import SCHEMA_LIMIT, cost_message
+
+        if self.total <= SCHEMA_LIMIT:
+            return []
+        out: list[Cause] = [{"reason": "FieldValueForbidden", "field": at, "message": "Forbidden: contributed to "
+                             "estimated rule & messageExpression cost total exceeding cost limit for entire "
+                             "OpenAPIv3 schema"} for _, at in self.dearest]
+        name = "x-kubernetes-validations estimated rule & messageExpression cost total for entire OpenAPIv3 schema"
+        out.append({"reason": "FieldValueForbidden", "field": path,
+                    "message": f"Forbidden: {cost_message(name, self.total, SCHEMA_LIMIT)}"})
+        return out
+
+
+def multiplied(cost: int, times: int) -> int:
+    """``multiplyWithOverflowGuard``: the product, at most the largest uint64."""
+    from .celcost import MAX_UINT64
+
+    return min(cost * times, MAX_UINT64)
 
 
 _KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
@@ -622,14 +693,15 @@ def _rule_problems(schema: Schema, rule: Any, path: str) -> list[Cause]:
 
 
 def _compile_problems(rule: dict[str, Any], path: str, uncorrelatable: str | None,
-                      self_type: CelType | None = None) -> list[Cause]:
+                      self_type: CelType | None = None, compiled: set[str] | None = None) -> list[Cause]:
     """A ``rule`` or ``messageExpression`` that does not compile, as upstream refuses it: on
     ``<path>.rule`` (``.messageExpression``), the bad value the whole rule as Go's ``%#v``
     prints apiextensions' ValidationRule. Compiling is parsing and, with ``self`` (and
     ``oldSelf``) of ``self_type``, type checking (``registry/celcheck.py``): a rule must be a
     bool, a ``messageExpression`` a string. And a rule reading ``oldSelf`` where no old value
     can be paired with the new (within the list at ``uncorrelatable``), or an
-    ``optionalOldSelf`` set on a rule that does not read ``oldSelf``."""
+    ``optionalOldSelf`` set on a rule that does not read ``oldSelf``. ``compiled`` gets the
+    keys that compiled (a message expression only with its rule), for the cost estimate."""
     from .expressions import compile_error, variables_of
 
     causes: list[Cause] = []
@@ -643,6 +715,8 @@ def _compile_problems(rule: dict[str, Any], path: str, uncorrelatable: str | Non
         if why is not None:
             causes.append({"reason": "FieldValueInvalid", "field": f"{path}.{key}",
                            "message": f"Invalid value: {_go_validation_rule(rule)}: {detail}{why}"})
+        elif compiled is not None and isinstance(text, str) and text.strip() and (key == "rule" or "rule" in compiled):
+            compiled.add(key)
     text, optional = rule.get("rule"), rule.get("optionalOldSelf")
     if not isinstance(text, str) or not text.strip() or compile_error(text) is not None or "rule" in typed:
         return causes
@@ -763,11 +837,13 @@ def _keyword_problems(schema: Schema, path: str) -> list[Cause]:
 
 
 def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = False, cel: list[Cause] | None = None,
-               uncorrelatable: str | None = None) -> None:
+               uncorrelatable: str | None = None, costs: _Costs | None = None, cardinality: int | None = 1) -> None:
     """The causes of ``schema`` at ``path``, and in ``cel`` those of its rules' CEL, looked
     for, as upstream, only where the schema here and below has no other error.
     ``uncorrelatable`` is the path of the nearest list above that is not a
-    ``x-kubernetes-list-type: map`` (whose old and new items are not paired)."""
+    ``x-kubernetes-list-type: map`` (whose old and new items are not paired). ``costs`` adds
+    up the rules' estimated costs, each rule's times ``cardinality``: how often it may run
+    (None when a list or map above has no bound)."""
     start = len(causes)
     wrong = _keyword_problems(schema, path)
     if wrong:  # the rest of the checks assume well-typed keywords
@@ -804,6 +880,7 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
         if why is not None:
             causes.append(_invalid(f"{path}.pattern", pattern, f"must be a valid regular expression, but isn't: {why}"))
     props = schema.get("properties")
+    below = cardinality_below(cardinality, schema)
     if props is not None:
         if not isinstance(props, dict):
             causes.append(_invalid(f"{path}.properties", props, "must be an object of schemas"))
@@ -819,10 +896,12 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
                         causes.append({"reason": "FieldValueForbidden", "field": sub, "message": "Forbidden: must "
                                        "not specify anything other than name and generateName, but metadata is "
                                        "implicitly specified"})
-                _structure(prop, sub, causes, cel=cel, uncorrelatable=uncorrelatable)
+                _structure(prop, sub, causes, cel=cel, uncorrelatable=uncorrelatable, costs=costs,
+                           cardinality=below)
     extra_schema = schema.get("additionalProperties")
     if isinstance(extra_schema, dict):
-        _structure(extra_schema, f"{path}.additionalProperties", causes, cel=cel, uncorrelatable=uncorrelatable)
+        _structure(extra_schema, f"{path}.additionalProperties", causes, cel=cel, uncorrelatable=uncorrelatable,
+                   costs=costs, cardinality=below)
     for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
         causes.extend(_rule_problems(schema, rule, f"{path}.x-kubernetes-validations[{i}]"))
     items = schema.get("items")
@@ -832,7 +911,8 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
     if items is not None:
         if isinstance(items, dict):
             unpaired = uncorrelatable or (path if schema.get("x-kubernetes-list-type") != "map" else None)
-            _structure(items, f"{path}.items", causes, cel=cel, uncorrelatable=unpaired)
+            _structure(items, f"{path}.items", causes, cel=cel, uncorrelatable=unpaired, costs=costs,
+                       cardinality=below)
         else:
             causes.append({"reason": "FieldValueForbidden", "field": f"{path}.items",
                            "message": "Forbidden: items must be a schema object and not an array"})
@@ -840,8 +920,13 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
         self_type = _self_type(schema, root) if schema.get("x-kubernetes-validations") else None
         for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):
             if isinstance(rule, dict):
-                cel.extend(_compile_problems(rule, f"{path}.x-kubernetes-validations[{i}]", uncorrelatable,
-                                             self_type))
+                at, compiled = f"{path}.x-kubernetes-validations[{i}]", set[str]()
+                problems = _compile_problems(rule, at, uncorrelatable, self_type, compiled)
+                too_dear: tuple[list[Cause], list[Cause]] = ([], [])
+                if costs is not None and self_type is not None:
+                    resource = root or schema.get("x-kubernetes-embedded-resource") is True
+                    too_dear = costs.rule_problems(rule, at, schema, resource, self_type, cardinality, compiled)
+                cel.extend(too_dear[0] + problems + too_dear[1])  # upstream's order
     if "default" in schema:
         if root:
             causes.append({"reason": "FieldValueForbidden", "field": f"{path}.default",

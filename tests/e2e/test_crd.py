@@ -1040,3 +1040,71 @@ def test_a_rule_failure_ratcheted_on_an_update_is_a_warning(served: Serve) -> No
     assert refused.status_code == 422
     assert refused.json()["message"] == \
         'Pin.ruled.example.com "p9" is invalid: spec.size: Invalid value: 10: at most 4'
+
+
+TAGS_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: tags.costly.example.com}
+spec:
+  group: costly.example.com
+  scope: Namespaced
+  names: {plural: tags, singular: tag, kind: Tag}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              names:
+                type: array
+                items: {type: string}
+                x-kubernetes-validations:
+                - {rule: "self.all(x, x.matches('^[a-z]+$'))", message: names are lower case}
+"""
+
+
+def test_a_crd_whose_rule_costs_too_much_is_refused(served: Serve) -> None:
+    """A rule whose estimated cost is over upstream's limit (a regex over each of as many
+    strings as a request holds, each as long as a request) is refused at the CRD's write with
+    upstream's Forbidden causes: the rule's, then the schema's total; bounded by maxItems and
+    maxLength, the same rule is accepted."""
+    assert KUBECTL
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=TAGS_CRD, capture_output=True, text=True,
+                       env={"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)}, timeout=60)
+    assert r.returncode != 0
+    at = "spec.validation.openAPIV3Schema"
+    hint = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and " \
+           "strings are declared)"
+    assert 'The CustomResourceDefinition "tags.costly.example.com" is invalid: \n' in r.stderr
+    assert (f"* {at}.properties[spec].properties[names].x-kubernetes-validations[0].rule: Forbidden: estimated rule "
+            f"cost exceeds budget by factor of more than 100x {hint}\n") in r.stderr
+    assert (f"* {at}.properties[spec].properties[names].x-kubernetes-validations[0].rule: Forbidden: contributed to "
+            "estimated rule & messageExpression cost total exceeding cost limit for entire OpenAPIv3 schema\n") \
+        in r.stderr
+    assert (f"* {at}: Forbidden: x-kubernetes-validations estimated rule & messageExpression cost total for entire "
+            f"OpenAPIv3 schema exceeds budget by factor of more than 100x {hint}") in r.stderr
+    web = authed(served)
+    assert web.get(f"{served.url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                   "tags.costly.example.com").status_code == 404
+    bounded = TAGS_CRD.replace("items: {type: string}",
+                               "maxItems: 64\n                items: {type: string, maxLength: 63}")
+    assert "tags.costly.example.com created" in kubectl(served, "apply", "-f", "-", stdin=bounded)
+
+
+def test_a_crd_whose_rule_names_an_undeclared_function_is_refused(served: Serve) -> None:
+    """A name that is neither a variable nor a function of Kubernetes' CEL environment is an
+    undeclared reference in cel-go's words, at the call's parenthesis."""
+    bad = renamed(LOCKS_CRD, "bolt").replace("self.size >= oldSelf.size", "self.size >= lengthOf(oldSelf)")
+    assert KUBECTL
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=bad, capture_output=True, text=True,
+                       env={"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)}, timeout=60)
+    assert r.returncode != 0
+    assert ("compilation failed: ERROR: <input>:1:22: undeclared reference to 'lengthOf' (in container '')\n"
+            " | self.size >= lengthOf(oldSelf)\n"
+            " | .....................^") in r.stderr
