@@ -555,9 +555,11 @@ _FORBIDDEN = {"$ref": "$ref", "additionalItems": "additionalItems", "patternProp
               "dependencies": "dependencies", "definitions": "definitions", "id": "id", "$schema": "$schema"}
 
 
-def structure_problems(schema: Any, path: str) -> list[Cause]:
+def structure_problems(schema: Any, path: str, rule_costs: bool = True) -> list[Cause]:
     """Why ``schema`` (a version's ``openAPIV3Schema`` at ``path``) is not a
-    structural schema, or holds invalid defaults (empty when it is fine)."""
+    structural schema, or holds invalid defaults, or rules that cost too much (empty when it
+    is fine). Not ``rule_costs``: a rule over the limit of one is not refused, the schema's
+    total still is (upstream's ``suppressPerExpressionCost``, for a schema an update leaves)."""
     causes: list[Cause] = []
     if not isinstance(schema, dict):
         return [{"reason": "FieldValueRequired", "field": path, "message": "Required value: schemas are required"}]
@@ -565,7 +567,7 @@ def structure_problems(schema: Any, path: str) -> list[Cause]:
         causes.append({"reason": "FieldValueInvalid", "field": f"{path}.type",
                        "message": f"Invalid value: {describe(schema.get('type', ''))}: must be object at the root"})
     cel: list[Cause] = []
-    costs = _Costs()
+    costs = _Costs(rule_costs)
     _structure(schema, path, causes, root=True, cel=cel, costs=costs)
     return causes + cel + costs.total_problems(path)  # upstream's CEL errors follow its schema errors
 
@@ -575,7 +577,8 @@ class _Costs:
     ``TotalCost`` adds them up: their total, and the dearest four of those that make at
     least 1% of the schema's limit, by path."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_rule: bool = True) -> None:
+        self.per_rule = per_rule  # whether one rule over its limit is refused
         self.total = 0
         self.dearest: list[tuple[int, str]] = []
 
@@ -610,7 +613,7 @@ class _Costs:
             if key == "rule":
                 times = cardinality if cardinality is not None else max_cardinality(schema, root)
                 cost = multiplied(cost, times)
-            if cost > RULE_LIMIT:
+            if cost > RULE_LIMIT and self.per_rule:
                 found.append({"reason": "FieldValueForbidden", "field": f"{path}.{key}",
                               "message": f"Forbidden: {cost_message(name, cost, RULE_LIMIT)}"})
             self.observe(f"{path}.{key}", cost)

@@ -199,3 +199,26 @@ def test_real_world_crds_are_not_refused(path: Path) -> None:
             schema = version.get("schema", {}).get("openAPIV3Schema")
             if schema is not None:
                 assert structure_problems(schema, "x") == []
+
+
+def test_an_update_leaving_a_versions_schema_is_not_held_to_the_limit_of_one_rule() -> None:
+    """Upstream's suppressPerExpressionCost: a schema stored before the limit (or a smaller
+    estimate) stays writable while an update leaves it as it was; a changed one is checked."""
+    from controlplane.registry.crd import problems
+
+    item = {"type": "object", "properties": {"name": string()}, "x-kubernetes-validations": [{"rule": (
+        "self.name.startsWith('a') && self.name.endsWith('b') && self.name.startsWith('c') && "
+        "self.name.endsWith('d')")}]}
+    schema = {"type": "object", "properties": {"items": {"type": "array", "items": item}}}
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "things.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced", "conversion": {"strategy": "None"},
+                    "names": {"plural": "things", "singular": "thing", "kind": "Thing", "listKind": "ThingList"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": schema}}]}}
+    refused = [c["field"] for c in problems(crd)]
+    assert refused == ["spec.validation.openAPIV3Schema.properties[items].items.x-kubernetes-validations[0].rule"]
+    assert problems(crd, old=crd) == []
+    changed = yaml.safe_load(yaml.safe_dump(crd))
+    changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["other"] = string()
+    assert [c["field"] for c in problems(changed, old=crd)] == refused
