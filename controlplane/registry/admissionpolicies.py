@@ -28,7 +28,7 @@ from .causes import Causes, invalid, objects
 from .expressions import compile_error
 from .types import BUILTIN
 
-__all__ = ["prepare_validating_admission_policy"]
+__all__ = ["compiled", "prepare_validating_admission_policy"]
 
 _EXPRESSIONS = (("validations", "expression"), ("validations", "messageExpression"),
                 ("matchConditions", "expression"), ("variables", "expression"),
@@ -47,10 +47,11 @@ def prepare_validating_admission_policy(policy: dict[str, Any], old: dict[str, A
         items = spec.get(section)
         if not isinstance(items, list):
             continue
+        declared = _declared(spec)
         for path, item in objects(items, f"spec.{section}", causes):
             for key in (key for s, key in _EXPRESSIONS if s == section):
                 text = item.get(key)
-                why = compile_error(text) if isinstance(text, str) and text.strip() else None
+                why = compiled(text, declared) if isinstance(text, str) and text.strip() else None
                 if why is not None:
                     causes.append(invalid(f"{path}.{key}", text, why))
     if not causes:
@@ -59,6 +60,29 @@ def prepare_validating_admission_policy(policy: dict[str, Any], old: dict[str, A
                             "observedGeneration": (policy.get("metadata") or {}).get("generation", 1),
                             "typeChecking": _type_checking(spec)}
     return causes
+
+
+def _declared(spec: dict[str, Any]) -> frozenset[str]:
+    """The variables a policy's expressions may name (upstream's ``OptionalVariableDeclarations``
+    at its write: ``params`` only with a ``paramKind``, the authorizer always)."""
+    names = {"object", "oldObject", "request", "namespaceObject", "authorizer", "variables"}
+    if spec.get("paramKind") is not None:
+        names.add("params")
+    return frozenset(names)
+
+
+def compiled(expression: str, declared: frozenset[str]) -> str | None:
+    """Why ``expression`` does not compile with ``declared`` (each dyn) as cel-go's compiler
+    says it: a syntax error, a name neither declared nor a function of Kubernetes' CEL
+    environments (``undeclared reference to 'x' (in container '')``), or a type error
+    among literals; None when it compiles."""
+    why = compile_error(expression)
+    if why is not None:
+        return why
+    from .celcheck import DYN, type_errors
+
+    errors = type_errors(expression, dict.fromkeys(declared, DYN), strict=True)
+    return "compilation failed: " + "\n".join(errors) if errors else None
 
 
 _MAX_KINDS = 10  # upstream's maxTypesToCheck

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .admissionpolicies import compiled
 from .causes import Causes, cause, invalid, objects, required
 from .dnsnames import DNS1123_SUBDOMAIN
-from .expressions import compile_error
 
 __all__ = ["prepare_webhook_configuration"]
 
@@ -124,7 +124,11 @@ def _condition_causes(conditions: list[Any], path: str) -> Causes:
         if not isinstance(expression, str) or not expression.strip():
             causes.append(required(f"{at}.expression"))
             continue
-        why = compile_error(expression)
+        why = compiled(expression, _MATCH_CONDITION_VARIABLES)
         if why is not None:
             causes.append(invalid(f"{at}.expression", expression, why))
     return causes
+
+
+# what a webhook's match condition may name (upstream's matchconditions: no params, no variables)
+_MATCH_CONDITION_VARIABLES = frozenset({"object", "oldObject", "request", "authorizer"})

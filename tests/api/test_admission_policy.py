@@ -180,3 +180,42 @@ async def test_policies_judge_token_requests_as_creates_of_serviceaccounts_token
         "ValidatingAdmissionPolicy 'short-tokens' with binding 'short-tokens' denied request: an hour at most"
     issued = await client.create(url, {"spec": {}})
     assert issued["status"]["token"] and issued["spec"]["expirationSeconds"] == 3600
+
+
+async def test_undeclared_references_are_refused_at_a_policys_write(client: Client) -> None:
+    """What upstream's compile declares at the write: object, oldObject, request,
+    namespaceObject, authorizer, variables, and params only with a paramKind; any other
+    name, or a function of no Kubernetes CEL library, is an undeclared reference."""
+    bad = policy("undeclared", [{"expression": "object.spec.replicas <= params.max",
+                                 "messageExpression": "'too many: ' + string(objekt.spec.replicas)"}],
+                 matchConditions=[{"name": "m", "expression": "request.userInfo.username.isBlank()"}],
+                 auditAnnotations=[{"key": "k", "valueExpression": "variables.v + authorizer.path"}])
+    with pytest.raises(ApiError) as e:
+        await client.create(POLICIES, bad)
+    causes = e.value.status["details"]["causes"]
+    assert [(c["field"], c["message"].split("compilation failed: ")[1].split("\n")[0]) for c in causes] == [
+        ("spec.validations[0].expression",
+         "ERROR: <input>:1:25: undeclared reference to 'params' (in container '')"),
+        ("spec.validations[0].messageExpression",
+         "ERROR: <input>:1:23: undeclared reference to 'objekt' (in container '')"),
+        ("spec.matchConditions[0].expression",
+         "ERROR: <input>:1:34: undeclared reference to 'isBlank' (in container '')")]
+    fine = policy("declared", [{"expression": "object.spec.replicas <= int(params.data.max)"}],
+                  paramKind={"apiVersion": "v1", "kind": "ConfigMap"},
+                  auditAnnotations=[{"key": "k", "valueExpression": "string(variables.v) + namespaceObject.kind"}])
+    await client.create(POLICIES, fine)
+
+
+async def test_undeclared_references_are_refused_in_a_webhooks_match_conditions(client: Client) -> None:
+    """A webhook's match conditions declare no params, namespaceObject or variables."""
+    hooks = resource_path("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+    config: dict[str, Any] = {"metadata": {"name": "conditions"}, "webhooks": [{
+        "name": "a.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+        "clientConfig": {"url": "https://example.com/hook"},
+        "matchConditions": [{"name": "m", "expression": "namespaceObject.metadata.name != 'kube-system'"}]}]}
+    with pytest.raises(ApiError) as e:
+        await client.create(hooks, config)
+    assert [c["field"] for c in e.value.status["details"]["causes"]] == ["webhooks[0].matchConditions[0].expression"]
+    assert "undeclared reference to 'namespaceObject' (in container '')" in e.value.message
+    config["webhooks"][0]["matchConditions"][0]["expression"] = "object.metadata.name != 'kube-system'"
+    await client.create(hooks, config)
