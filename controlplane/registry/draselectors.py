@@ -2,7 +2,8 @@
 write as upstream's ``validateCELExpression``: at most 10 KiB, and compiling, refused in
 cel-go's words: a syntax error as the interpreter's parser finds it
 (``registry/expressions.py``), a name other than ``device`` (and the variables macros and
-``cel.bind`` declare) as cel-go's checker reports it::
+``cel.bind`` declare), or a function of no Kubernetes CEL library, as cel-go's checker
+reports it::
 
     compilation failed: ERROR: <input>:1:1: undeclared reference to 'gpu' (in container '')
      | gpu.model == "x"
@@ -62,8 +63,9 @@ def _compile_error(expression: str) -> str | None:
         return why
     from .celcheck import type_errors
 
-    issues = _undeclared(expression) + type_errors(expression, {"device": _device_type()})
-    issues.sort(key=_position)
+    # the checker's undeclared names and functions; the names also by tokens, for what it does not parse
+    found = _undeclared(expression) + type_errors(expression, {"device": _device_type()}, strict=True)
+    issues = sorted(dict.fromkeys(found), key=_position)
     return "compilation failed: " + "\n".join(issues) if issues else None
 
 

@@ -332,3 +332,18 @@ async def test_a_resource_slices_driver_pool_and_node_are_fixed_and_taints_stamp
                          ("FieldValueInvalid", "spec.nodeName", 'Invalid value: "n2": field is immutable')]
     created["spec"]["pool"]["generation"] = 2  # a driver's republication
     assert (await client.update(f"{SLICES}/s", created))["spec"]["pool"]["generation"] == 2
+
+
+async def test_a_selector_calling_a_function_of_no_cel_library_is_refused(client: Client) -> None:
+    """A function neither cel-go's nor Kubernetes' is an undeclared reference, at the call's
+    parenthesis; the libraries' own (lowerAscii, quantity, semver) are not."""
+    with pytest.raises(ApiError) as e:
+        await client.create(CLASSES, {"metadata": {"name": "lower"}, "spec": {"selectors": [
+            {"cel": {"expression": 'device.driver.toLower() == "a"'}}]}})
+    assert causes(e) == [("FieldValueInvalid", "spec.selectors[0].cel.expression",
+                          'Invalid value: "device.driver.toLower() == \\"a\\"": compilation failed: ERROR: '
+                          "<input>:1:22: undeclared reference to 'toLower' (in container '')\n"
+                          ' | device.driver.toLower() == "a"\n | .....................^')]
+    await client.create(CLASSES, {"metadata": {"name": "lower"}, "spec": {"selectors": [
+        {"cel": {"expression": 'device.driver.lowerAscii() == "a" && '
+                               'device.capacity["a.example.com"].memory.isGreaterThan(quantity("1Gi"))'}}]}})
