@@ -7,7 +7,11 @@ expressions it holds must compile, as upstream's validation requires of its
     # [{"reason": "FieldValueInvalid", "field": "spec.validations[0].expression",
     #   "message": 'Invalid value: "object.x >": compilation failed: ERROR: <input>:1:11: ...'}]
 
-Type errors do not refuse the write: as upstream's type checking controller, they are
+Names the policy's environment does not declare do, as upstream's compile at the write:
+``params`` without a ``paramKind``, any name but ``object``, ``oldObject``, ``request``,
+``namespaceObject``, ``authorizer`` and ``variables``, a function of no Kubernetes CEL
+library (``compilation failed: ERROR: <input>:1:25: undeclared reference to 'params' (in
+container '')``). Type errors do not refuse the write: as upstream's type checking controller, they are
 reported in ``status.typeChecking.expressionWarnings``, written here at the write (with
 ``observedGeneration``) for each validation's ``expression`` and ``messageExpression``,
 checked against each built-in kind the ``matchConstraints`` name without wildcards (at most

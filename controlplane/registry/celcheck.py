@@ -22,15 +22,21 @@ operators (arithmetic, comparison, logic, ``in``, indexing, the conditional) and
 ``size``, ``startsWith``, ``endsWith``, ``contains``, ``matches`` applied to known types
 they have no overload for (``found no matching overload for '_>_' applied to '(string,
 int)'``); a comprehension (``all``, ``exists``, ``exists_one``, ``map``, ``filter``)
-over a value that is neither a list nor a map. ``result_type`` says what an expression
-evaluates to, for upstream's ``cel expression must evaluate to a bool``.
+over a value that is neither a list nor a map; with ``strict`` (the variables given are all
+there are), a name that is neither a variable, a macro's or ``cel.bind``'s, nor a type's
+name, and a function no Kubernetes CEL library has (``undeclared reference to 'x' (in
+container '')``, at the name, a call's at its ``(``). ``result_type`` says what an expression
+evaluates to, for upstream's ``cel expression must evaluate to a bool``. ``typed_tree`` gives
+the parsed expression with each node's type, for the cost estimate (``registry/celcost.py``).
 
 Precision over coverage: whatever is ``dyn`` passes, and so does every case where cel-go's
 verdict is not certain here: numbers of different kinds compared, functions and methods
 this module does not know (their result is ``dyn``), timestamps and durations (strings of
 format ``date``, ``date-time``, ``duration`` are ``dyn`` here), objects with
 ``x-kubernetes-preserve-unknown-fields`` (their undeclared fields are ``dyn``, where
-upstream exposes none, and so are they as operands), properties without a type, names that are not declared variables.
+upstream exposes none, and so are they as operands), properties without a type, names that
+are not declared variables (but with ``strict``), functions of a namespace some library has
+(``math.greatest``, ``cel.bind``, which Kubernetes' environments lack).
 An expression this parser does not read is not checked at all.
 """
 
@@ -423,10 +429,12 @@ _TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "li
 _NAMESPACES = frozenset({"sets", "strings", "optional", "cel", "math", "base64", "format", "lists", "regex", "ip",
                          "cidr", "quantity", "semver", "url", "jsonpatch", "google", "time"})
 # every function and method of the environments Kubernetes compiles CEL in (cel-go's standard
-# library, its strings, lists, sets, math, encoders, optionals and two-variable comprehensions,
-# Kubernetes' lists, regex, URLs, quantities, IPs, CIDRs, format, semver, authorizer and
-# JSON patch libraries), and some more: a name missing from this set is an undeclared reference
-# in all of them; one in it may not be in the environment a given expression compiles in
+# library, its strings, sets, optionals and two-variable comprehensions; Kubernetes' lists,
+# regex, URLs, quantities, IPs, CIDRs, format, semver, image, pod, authorizer and JSON patch
+# libraries: apiserver's environment/base.go and library_compatibility_test.go), and some
+# more (cel-go's lists, math and encoders, cel.bind): a name missing from this set is an
+# undeclared reference in all of them; one in it may not be in the environment a given
+# expression compiles in, and is let pass
 _FUNCTION_NAMES = """
     has all exists exists_one existsOne map filter transformList transformMap transformMapEntry size
     int uint double string bytes bool type dyn duration timestamp matches contains startsWith endsWith
@@ -442,7 +450,7 @@ _FUNCTION_NAMES = """
     dns1123Subdomain dns1035Label qualifiedName dns1123LabelPrefix dns1123SubdomainPrefix dns1035LabelPrefix
     labelValue uri uuid byte date datetime semver isSemver major minor patch path group resource subresource
     namespace name check allowed reason errored error serviceAccount fieldSelector labelSelector
-    escapeKey
+    escapeKey mul div divInt image isImage containsDigest registry repository identifier tag digest allContainers
 """
 _FUNCTIONS = frozenset(_FUNCTION_NAMES.split())
 
