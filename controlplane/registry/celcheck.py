@@ -663,6 +663,8 @@ class _Checker:
             return list_of(STRING) if result is None else result
         if target.kind == "list" and name == "join":
             return STRING
+        if target.kind == "list" and name == "isSorted" and not types:
+            return BOOL
         return DYN
 
 

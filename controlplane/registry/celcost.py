@@ -18,8 +18,9 @@ map), a variable 1, a literal 0, a list literal 10, a map literal 30, ``&&`` and
 sum of their sides, ``a ? b : c`` ``a`` and the dearer of the others, ``matches`` the
 string's length + 1 times 0.1 times the pattern's length times 0.25 (each rounded up),
 ``contains`` the two lengths times 0.1 each, ``startsWith``/``endsWith`` the prefix's times
-0.1, ``==`` on strings the shorter's times 0.1, ``in`` a list the list's size, and most
-other calls 1 plus their arguments.
+0.1, ``==`` on strings the shorter's times 0.1, ``in`` a list the list's size, Kubernetes'
+``find``/``findAll`` as ``matches``, ``isSorted``/``sum``/``min``/``max`` 1 per item (and
+a string item's length times 0.1), and most other calls 1 plus their arguments.
 
 Precision over coverage: the number is a lower bound of upstream's. Where its model is
 unsure (a size upstream knows only as a worst case, a library function whose estimate it
@@ -210,6 +211,10 @@ _ONE = frozenset({"size", "int", "uint", "double", "bool", "type", "duration", "
 _ARITHMETIC = frozenset({"_-_", "_*_", "_/_", "_%_"})
 _ORDERING = frozenset({"_<_", "_<=_", "_>_", "_>=_"})
 _TEXT = frozenset({"string", "bytes"})
+_LIST_WALKS = frozenset({"isSorted", "sum", "min", "max"})
+_SCALARS = frozenset({"int", "uint", "double", "bool"})
+# calls whose size is an argument's (or an item's, reached by its path), not their type's
+_SIZED_AS_ARGUMENT = frozenset({"_[_]", "dyn", "_?_:_", "bind"})
 
 
 def _mul(a: int, b: int) -> int:
@@ -255,7 +260,14 @@ class _Estimator:
             return _Cost(30 + sum(p.cost for p in parts), len(parts) // 2)
         if node.kind == "struct":
             return _Cost(40 + sum(self.estimate(a, scope).cost for a in node.args[1::2]))
-        return self.call(node, scope)
+        found = self.call(node, scope)
+        if not found.size and node.name not in _SIZED_AS_ARGUMENT and self.kind(node) in _SCALARS:
+            found.size = 1  # cel-go sizes a scalar result it has no size for at 1 (computeTypeSize)
+        return found
+
+    def item_kind(self, node: Any) -> str:
+        t = self.types.get(id(node))
+        return t.elem.kind if t is not None and t.kind == "list" and t.elem is not None else "dyn"
 
     def field(self, at: Any, name: str) -> tuple[Any, bool] | None:
         """The schema a selection of ``name`` reaches from the schema ``at`` (an object's
@@ -324,6 +336,16 @@ class _Estimator:
             return _Cost(spent + 1, parts[0].size, parts[0].schema)
         if name in _ONE:
             return _Cost(spent + 1)
+        if over is not None and not parts and name in _LIST_WALKS and self.kind(target) == "list":
+            # Kubernetes' lists library: 1 per item, and the item's length times 0.1 for strings
+            element = self.element(over.schema)
+            each = 1 + (_factor(max_elements(element[0]), _STRING_FACTOR)
+                        if element and self.item_kind(target) in _TEXT else 0)
+            return _Cost(spent + _mul(over.size, each))
+        if over is not None and len(parts) == 1 and name in ("find", "findAll") and self.kind(target) == "string":
+            # Kubernetes' regex library, as matches: the result at most as long as the string
+            return _Cost(spent + _mul(_factor(over.size + 1, _STRING_FACTOR), _factor(parts[0].size, _REGEX_FACTOR)),
+                         over.size)
         if over is not None and len(parts) == 1:
             if name == "matches":
                 return _Cost(spent + _mul(_factor(over.size + 1, _STRING_FACTOR),
