@@ -612,7 +612,7 @@ class _Costs:
                 continue
             if key == "rule":
                 times = cardinality if cardinality is not None else max_cardinality(schema, root)
-                cost = multiplied(cost, times)
+                cost = _multiplied(cost, times)
             if cost > RULE_LIMIT and self.per_rule:
                 found.append({"reason": "FieldValueForbidden", "field": f"{path}.{key}",
                               "message": f"Forbidden: {cost_message(name, cost, RULE_LIMIT)}"})
@@ -635,7 +635,7 @@ class _Costs:
         return out
 
 
-def multiplied(cost: int, times: int) -> int:
+def _multiplied(cost: int, times: int) -> int:
     """``multiplyWithOverflowGuard``: the product, at most the largest uint64."""
     from .celcost import MAX_UINT64
 

@@ -225,3 +225,18 @@ def test_an_update_leaving_a_versions_schema_is_not_held_to_the_limit_of_one_rul
     changed = yaml.safe_load(yaml.safe_dump(crd))
     changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["other"] = string()
     assert [c["field"] for c in problems(changed, old=crd)] == refused
+
+
+def test_the_dearest_real_rule_seen_passes() -> None:
+    """Karpenter's NodeOverlay (karpenter.sh/v1alpha1) limits its capacity map's keys with the
+    dearest of 1,400 rules of real CRDs estimated here: 2 + 449,389 keys * (3 + 16), under
+    the limit, as it is upstream, where the CRD installs."""
+    rule = "self.all(x, !(x in ['cpu', 'memory', 'ephemeral-storage', 'pods']))"
+    capacity: dict[str, Any] = {"type": "object", "additionalProperties": {
+        "anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True,
+        "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|"
+                   r"(\.[0-9]+))))?$"},
+        "x-kubernetes-validations": [{"message": "invalid resource restricted", "rule": rule}]}
+    assert cost(rule, capacity) == 8_538_393
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"capacity": capacity}}}}
+    assert structure_problems(schema, "x") == []
