@@ -11,10 +11,12 @@ reports it::
 
 And type errors as cel-go's checker reports them against upstream's ``kubernetes.DRADevice``
 (``registry/celcheck.py``): ``device.drivr`` is an ``undefined field 'drivr'``,
-``device.driver > 1`` has ``no matching overload``; an attribute's value is dyn. Not done:
-a result that is not a bool, and the cost estimate; such an expression fails when the
-scheduler runs it. An expression stored as it is (an update that leaves it) is not compiled again,
-as upstream; one that compiled is remembered.
+``device.driver > 1`` has ``no matching overload``; an attribute's value is dyn. Over
+upstream's cost limit (1,000,000; ``registry/celcost.py``'s estimate with the device's own
+values unsized, a lower bound of upstream's): ``Forbidden: too complex, exceeds cost
+limit``. Not done: a result that is not a bool; such an expression fails when the scheduler
+runs it. An expression stored as it is (an update that leaves it) is not compiled again, as
+upstream; one that compiled is remembered.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def cel_causes(expression: Any, field: str, stored: bool = False) -> Causes:
         return []
     why = _compile_error(expression)
     if why is None:
+        if _too_complex(expression):
+            return [cause("FieldValueForbidden", field, "Forbidden: too complex, exceeds cost limit")]
         _remember(_COMPILED_OK, expression)
         return []
     # the expression as Go's %q prints it: a multi-line one with its newlines escaped
@@ -67,6 +71,20 @@ def _compile_error(expression: str) -> str | None:
     found = _undeclared(expression) + type_errors(expression, {"device": _device_type()}, strict=True)
     issues = sorted(dict.fromkeys(found), key=_position)
     return "compilation failed: " + "\n".join(issues) if issues else None
+
+
+_MAX_COST = 1_000_000  # CELSelectorExpressionMaxCost
+
+
+def _too_complex(expression: str) -> bool:
+    """Whether the expression's estimated cost (``registry/celcost.py``) is over upstream's
+    limit for a selector; the device's own values sized 0 here (upstream sizes its strings by
+    DRA's limits), so only what the expression itself makes dear is counted: loops over
+    literal lists, regular expressions over literal strings."""
+    from .celcost import expression_cost
+
+    found = expression_cost(expression, {"device": _device_type()}, None, False, names=("device",))
+    return found is not None and found > _MAX_COST
 
 
 def _position(issue: str) -> tuple[int, int]:

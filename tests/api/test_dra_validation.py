@@ -347,3 +347,21 @@ async def test_a_selector_calling_a_function_of_no_cel_library_is_refused(client
     await client.create(CLASSES, {"metadata": {"name": "lower"}, "spec": {"selectors": [
         {"cel": {"expression": 'device.driver.lowerAscii() == "a" && '
                                'device.capacity["a.example.com"].memory.isGreaterThan(quantity("1Gi"))'}}]}})
+
+
+async def test_a_selector_too_dear_to_run_is_refused(client: Client) -> None:
+    """Upstream's own example (its validation tests): seven loops over ten items each, far
+    over the 1,000,000 a selector may cost (85,555,551); five, 855,551, pass."""
+    def loops(n: int) -> str:
+        inner = "int('1'.find('[0-9]*')) < 100"
+        for i in range(n):
+            inner = f"[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x{i}, {inner})"
+        return inner
+
+    with pytest.raises(ApiError) as e:
+        await client.create(CLASSES, {"metadata": {"name": "dear"}, "spec": {"selectors": [
+            {"cel": {"expression": loops(7)}}]}})
+    assert causes(e) == [("FieldValueForbidden", "spec.selectors[0].cel.expression",
+                          "Forbidden: too complex, exceeds cost limit")]
+    await client.create(CLASSES, {"metadata": {"name": "dear"}, "spec": {"selectors": [
+        {"cel": {"expression": loops(5)}}]}})
