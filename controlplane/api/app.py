@@ -463,6 +463,7 @@ class _KubeRoutes:
 
 
 FLOWCONTROL_GROUP = "flowcontrol.apiserver.k8s.io"
+_PEEK_WAIT = 10.0  # seconds the garbage collector's look-up of an owner waits for its kind's cache to load
 _PARSED_OBJECTS = 4096  # the service accounts and bound objects of recent tokens, parsed
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -585,6 +586,23 @@ class _CachedObjects:
         return self.load(entry) if entry is not None else None
 
 
+async def _peek(caches: WatchCaches, rtype: ResourceType, key: bytes) -> bytes | None:
+    """An object's JSON as the watch cache holds it (b"": it holds no such key), for the garbage
+    collector's look-ups of owners (api/dependents.py); None when the cache cannot say: none
+    for the type, failed, or (after waiting for it to load) behind the store events the feed
+    has handed out, so that an owner's delete the collector saw is never missed here."""
+    cache = caches.cached(rtype)
+    if cache is None or cache.failed is not None:
+        return None
+    if not cache.ready.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(cache.ready.wait(), _PEEK_WAIT)
+    if cache.revision < caches.revision:
+        return None
+    entry = cache.get(key)
+    return b"" if entry is None else entry_json(entry)
+
+
 def _object_counts(registry: Registry, caches: WatchCaches) -> list[tuple[str, str, int]]:
     """(group, resource, objects) of each loaded watch cache, for each type stored under its
     prefix (``apiserver_storage_objects``; read in a scrape's thread)."""
@@ -649,7 +667,8 @@ def create_app(config: Config) -> FastAPI:
             await caches.start()
             if kube.gc is not None:  # every process's writes noted, then those stored before (api/dependents.py)
                 caches.observers.append(kube.gc.observe)
-                kube.gc.follow(lambda: caches.revision)
+                caches.on_restart.append(kube.gc.restarted)
+                kube.gc.follow(lambda: caches.revision, functools.partial(_peek, caches))
             for rtype in kube.registry.all():  # built-in types cached from the start, as upstream
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))

@@ -111,6 +111,10 @@ DeleteObject = Callable[[ResourceType, str | None, str, dict[str, Any]], Awaitab
 PatchObject = Callable[[ResourceType, str | None, str, dict[str, Any]], Awaitable[object]]
 # starts a background task
 Spawn = Callable[[Awaitable[None]], None]
+# an object as this process's watch cache holds it now, by its type and key: its JSON, b"" when
+# the cache holds no such key, None when the cache cannot say (none for the type, or behind
+# the store events this process has seen)
+Peek = Callable[[ResourceType, bytes], Awaitable[bytes | None]]
 
 # up to this many owners, a value is tested for each one's uid before it is parsed; past it
 # (a CustomResourceDefinition's resources removed), for having owners at all
@@ -140,7 +144,11 @@ _NAMES_OWNERS = b'"ownerReferences":['
 # owners deleted at revisions the store events this process has seen had not reached, kept
 # until they do (``GarbageCollector.gone``); past this many the oldest are let go
 _UNSEEN_MAX = 4096
-_API_VERSION, _KIND = b'"apiVersion":"', b'"kind":"'  # an owner reference's, in stored JSON
+# an owner reference's fields, in stored JSON
+_API_VERSION, _KIND, _NAME, _UID = b'"apiVersion":"', b'"kind":"', b'"name":"', b'"uid":"'
+# owner references of new dependents waiting for their owners' look-up; past this many the
+# newest are let go (a scan at start of more: they are looked up as they come)
+_UNVERIFIED_MAX = 1 << 17
 
 # who the collector's deletes and patches are made as (admission policies and webhooks see it):
 # kube-controller-manager's garbage collector's service account, as upstream's
@@ -223,6 +231,35 @@ def _owner_kinds(value: bytes) -> list[tuple[bytes, bytes]]:
     return found
 
 
+def _owner_refs(value: bytes) -> list[tuple[bytes, bytes, bytes, bytes]]:
+    """The apiVersion, kind, name and uid of each owner reference in a stored object's JSON,
+    found as bytes as ``_owner_kinds`` finds them (b"" for a field a reference lacks)."""
+    start = value.find(_NAMES_OWNERS)
+    if start < 0:
+        return []
+    start += len(_NAMES_OWNERS)
+    end = value.find(b"]", start)
+    found = []
+    for ref in value[start:end if end >= 0 else len(value)].split(b"},{"):
+        fields = []
+        for needle in (_API_VERSION, _KIND, _NAME, _UID):
+            at = ref.find(needle)
+            fields.append(b"" if at < 0 else ref[at + len(needle):ref.find(b'"', at + len(needle))])
+        if fields[0] and fields[1]:
+            found.append((fields[0], fields[1], fields[2], fields[3]))
+    return found
+
+
+def _is_object(value: bytes, uid: str) -> bool:
+    """Whether ``value``, an object's JSON, is the object with this uid (a uid found as bytes
+    only in its own owner references is not its own: then it is parsed)."""
+    if (b'"uid":"%s"' % uid.encode()) not in value:
+        return False
+    if _NAMES_OWNERS not in value:
+        return True
+    return bool((orjson.loads(value).get("metadata") or {}).get("uid") == uid)
+
+
 def _owners(obj: dict[str, Any]) -> list[dict[str, Any]]:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
     return [ref for ref in refs if isinstance(ref, dict)]
@@ -250,7 +287,15 @@ class GarbageCollector:
         self._seen_revision: Callable[[], int] | None = None
         self._unseen: deque[tuple[int, str, str, str | None, str]] = deque(maxlen=_UNSEEN_MAX)
         self._by_prefix: dict[bytes, ResourceType] = {}  # the served types by store prefix (``observe``)
-        self._observed_places: set[bytes] = set()  # the key's directory, apiVersion and kind noted (``observe``)
+        # the key's directory, apiVersion and kind noted (``observe``) -> the dependents' namespace
+        # (None: cluster-scoped) when their owners of that kind are looked up as they are
+        # created, False when not (a pair a controller collects)
+        self._observed_places: dict[bytes, str | bool | None] = {}
+        # owner references of dependents created (or found by a scan) whose owners are to be
+        # looked up: (the dependent's namespace, apiVersion, kind, name, uid)
+        self._unverified: dict[tuple[str | None, str, str, str, str], None] = {}
+        self._verifying = False  # a task looks them up
+        self._peek: Peek | None = None
 
     @property
     def store(self) -> Store:
@@ -296,11 +341,27 @@ class GarbageCollector:
 
     # --- where owners have dependents: every write's, whichever process made it ---------------
 
-    def follow(self, revision: Callable[[], int]) -> None:
+    def follow(self, revision: Callable[[], int], peek: Peek | None = None) -> None:
         """This process sees every store event (its watch cache feed calls ``observe`` with
-        each batch) up to ``revision()``; then the scan at start notes those stored before."""
+        each batch) up to ``revision()``; then the scan at start notes those stored before.
+        ``peek`` looks owners up in the watch cache before the store."""
         self._seen_revision = revision
+        self._peek = peek
         self._start(self.seed())
+
+    def restarted(self) -> None:
+        """The feed restarted (its watch failed): the store events between were never seen
+        here. The store is scanned again, as at start: the dependents written meanwhile noted,
+        and those whose owners went meanwhile collected."""
+        self._start(self._rescan())
+
+    async def _rescan(self) -> None:
+        await self.seeded.wait()
+        try:
+            await self._scan(None)
+        except store.StoreError as e:
+            log.warning("garbage collector: the owner references written while the feed restarted are not all "
+                        "known: %s", e)
 
     def observe(self, events: Sequence[Event]) -> None:
         """A batch of store events, whoever wrote them: the owner references of the objects
@@ -313,16 +374,21 @@ class GarbageCollector:
         for ev in events:
             kv = ev.kv
             if _NAMES_OWNERS in kv.value:  # (a delete's value is empty)
-                self._observed(kv.key, kv.value, kv.mod_revision)
+                self._observed(kv)
 
-    def _observed(self, key: bytes, value: bytes, revision: int) -> None:
+    def _observed(self, kv: store.KeyValue) -> None:
         # the object's place and owner kinds as bytes, known already for nearly every write (a
-        # renewal of a node's Lease): a set lookup each, nothing decoded
+        # renewal of a node's Lease): a dict lookup each, nothing decoded; a dependent's create
+        # has its owners looked up (upstream's "virtual" owner nodes: graph_builder.go)
+        key, value = kv.key, kv.value
         where = key[:key.rfind(b"/") + 1]
         observed = self._observed_places
         for api_version, kind in _owner_kinds(value):
             seen = b"%s\0%s\0%s" % (where, api_version, kind)
-            if seen in observed:
+            looked_up = observed.get(seen, True)
+            if looked_up is not True:
+                if looked_up is not False and kv.create_revision == kv.mod_revision:
+                    self._look_up(looked_up, value, api_version, kind)
                 continue
             # /registry/<plural>/[<namespace>/]<name> or /registry/<group>/<plural>/[<namespace>/]<name>
             parts = key.split(b"/", 4)
@@ -335,9 +401,68 @@ class GarbageCollector:
                 if rtype is None:
                     return
             namespace = key[len(rtype.prefix()):].partition(b"/")[0].decode() if rtype.namespaced else None
+            owner = _group(api_version.decode(errors="replace")), kind.decode(errors="replace")
             self._recheck(self.index.note(rtype, namespace, ({"apiVersion": api_version.decode(errors="replace"),
-                                                              "kind": kind.decode(errors="replace")},)), revision)
-            observed.add(seen)
+                                                              "kind": owner[1]},)), kv.mod_revision)
+            verified = (rtype.group, rtype.plural) not in CONTROLLER_COLLECTED.get(owner, ())
+            observed[seen] = namespace if verified else False
+            if verified and kv.create_revision == kv.mod_revision:
+                self._look_up(namespace, value, api_version, kind)
+
+    # --- owners absent from the start: looked up ------------------------------------------------
+
+    def _look_up(self, namespace: str | None, value: bytes, api_version: bytes = b"", kind: bytes = b"") -> None:
+        """The owners that ``value``, a dependent in ``namespace`` just created (or found by a
+        scan), names (those of ``api_version`` and ``kind`` only, if given) are looked up by a
+        task of their own (``_look_ups``)."""
+        unverified = self._unverified
+        for a, k, name, uid in _owner_refs(value):
+            if uid and (not kind or (a == api_version and k == kind)) and len(unverified) < _UNVERIFIED_MAX:
+                unverified[(namespace, a.decode(errors="replace"), k.decode(errors="replace"),
+                            name.decode(errors="replace"), uid.decode(errors="replace"))] = None
+        if unverified and not self._verifying:
+            self._verifying = True
+            self._start(self._looking_up())
+
+    async def _looking_up(self) -> None:
+        try:
+            await self._look_ups()
+        finally:
+            self._verifying = False
+
+    async def _look_ups(self) -> None:
+        """Upstream's look-up of a "virtual" owner (one its graph does not hold: ``isDangling``
+        in garbagecollector.go) for each reference noted by ``_look_up``: an owner the watch
+        cache holds with that uid is there; else the store is read (the live look-up) and an
+        owner it does not hold with that uid is gone: its dependents are collected as if it had
+        just been deleted (a pass of each place that may hold them, ``attempt`` for each)."""
+        unverified = self._unverified
+        done = 0
+        while unverified:
+            (namespace, api_version, kind, name, uid), _ = unverified.popitem()
+            try:
+                await self._look_up_one(namespace, api_version, kind, name, uid)
+            except store.StoreError as e:
+                log.warning("garbage collector: looking up the owner %s %s (uid %s): %s", kind, name, uid, e)
+            done += 1
+            if done % 64 == 0:
+                await asyncio.sleep(0)  # (peeks at the cache may not yield)
+
+    async def _look_up_one(self, namespace: str | None, api_version: str, kind: str, name: str, uid: str) -> None:
+        group, _, version = api_version.rpartition("/")
+        rtype = next((t for t in self.registry.in_group_version(group, version) if t.kind == kind), None)
+        if rtype is None or (rtype.namespaced and namespace is None):
+            # a kind not served (its dependents left, as ``_owner_state``), or a namespaced
+            # owner named by a cluster-scoped object (left: upstream reports it as invalid)
+            return
+        owner_namespace = namespace if rtype.namespaced else None
+        if self._peek is not None:
+            cached = await self._peek(rtype, rtype.key(owner_namespace, name))
+            if cached and _is_object(cached, uid):
+                return
+        ref = {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid}
+        if await self._owner_state(namespace, ref) == "absent":
+            self._collect(self.index.places(rtype.group, rtype.kind, owner_namespace), uid)
 
     def _type_at(self, parts: list[bytes]) -> ResourceType | None:
         rtype = self._by_prefix.get(b"/".join(parts[:3]) + b"/")
@@ -570,35 +695,55 @@ class GarbageCollector:
 
     async def seed(self) -> None:
         """Note the owner references stored before this process started, and resume the
-        propagation finalizers an earlier run left; then the passes may go."""
+        propagation finalizers an earlier run left; then the passes may go. The owners the
+        dependents found name are looked up (``_look_ups``): those deleted while no server
+        ran, or never there, have their dependents collected."""
+        resume: list[tuple[ResourceType, dict[str, Any]]] = []
         try:
-            seen: set[bytes] = set()
-            resume: list[tuple[ResourceType, dict[str, Any]]] = []
-            for rtype in self.registry.all():
-                prefix = rtype.prefix()
-                if prefix in seen:
-                    continue
-                seen.add(prefix)
-                start, end = prefix, store.prefix_end(prefix)
-                while True:
-                    kvs, _, more = await self.store.range(start, end, limit=_SCAN_PAGE)
-                    for kv in kvs:
-                        self._seed_one(rtype, kv.key, kv.value, kv.mod_revision, resume)
-                    if not more or not kvs:
-                        break
-                    start = kvs[-1].key + b"\x00"
+            await self._scan(resume)
             for rtype, obj in resume:
                 self.propagate(rtype, obj)
         except store.StoreError as e:
             log.warning("garbage collector: the owner references stored before this start are not all known: %s", e)
         finally:
             self.seeded.set()
+        if self._unverified and not self._verifying:
+            self._verifying = True
+            self._start(self._looking_up())
+
+    async def _scan(self, resume: list[tuple[ResourceType, dict[str, Any]]] | None) -> None:
+        """Every stored object read: its owner references noted, and its owners to be looked
+        up (those of the pairs the controllers collect are theirs); with ``resume``, the owners
+        that wait for a propagation finalizer collected in it."""
+        seen: set[bytes] = set()
+        for rtype in self.registry.all():
+            prefix = rtype.prefix()
+            if prefix in seen:
+                continue
+            seen.add(prefix)
+            start, end = prefix, store.prefix_end(prefix)
+            while True:
+                kvs, _, more = await self.store.range(start, end, limit=_SCAN_PAGE)
+                for kv in kvs:
+                    self._seed_one(rtype, kv.key, kv.value, kv.mod_revision, resume)
+                if len(self._unverified) >= _UNVERIFIED_MAX // 2:
+                    await self._look_ups()  # (as it goes: a large store's references are not all held)
+                if not more or not kvs:
+                    break
+                start = kvs[-1].key + b"\x00"
 
     def _seed_one(self, rtype: ResourceType, key: bytes, value: bytes, revision: int,
-                  resume: list[tuple[ResourceType, dict[str, Any]]]) -> None:
+                  resume: list[tuple[ResourceType, dict[str, Any]]] | None) -> None:
         namespace = key[len(rtype.prefix()):].partition(b"/")[0].decode() if rtype.namespaced else None
         if _NAMES_OWNERS in value:
             self._recheck(self.index.note_stored(rtype, namespace, value), revision)
+            for api_version, kind in {(a, k) for a, k in _owner_kinds(value)}:
+                theirs = CONTROLLER_COLLECTED.get((_group(api_version.decode(errors="replace")),
+                                                   kind.decode(errors="replace")), frozenset())
+                if (rtype.group, rtype.plural) not in theirs:
+                    self._look_up(namespace, value, api_version, kind)
+        if resume is None:
+            return
         if b'"deletionTimestamp"' in value and (b'"orphan"' in value or b'"foregroundDeletion"' in value):
             if (rtype.group, rtype.plural) in self.controlled:
                 return  # its controller carries it out

@@ -18,6 +18,8 @@ feed restarts from the store's current revision.
 
 ``observers`` are told of every batch, whatever its keys, before the caches are:
 the garbage collector notes the owner references every server process writes.
+``on_restart`` are told when the feed restarts, having missed the events between:
+the garbage collector scans the store again.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class WatchCaches:
         self._started = asyncio.Event()
         # told of every batch of store events, before its caches (the garbage collector's index)
         self.observers: list[Callable[[Sequence[store.Event]], None]] = []
+        # told when the feed restarts from the store's current revision (the events between lost)
+        self.on_restart: list[Callable[[], None]] = []
 
     @property
     def revision(self) -> int:
@@ -141,6 +145,8 @@ class WatchCaches:
                 backoff = min(backoff * 2, 5.0)
                 with contextlib.suppress(store.StoreError):
                     self.revision = await self.store.revision()
+                for restarted in self.on_restart:
+                    restarted()
             else:
                 return  # the store closed its watches: it is shutting down
 

@@ -5,8 +5,10 @@ ServiceAccounts, pods, a ClusterRole, a Node) and custom resources."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+import store
 from tests.e2e.test_crd import as_dict
 from tests.e2e.test_kubectl import kubectl
 from tests.e2e.test_kubernetes_client import bearer
@@ -105,6 +108,71 @@ def test_a_dependent_that_keeps_another_owner_stays_without_the_dangling_referen
     assert _eventually(only_second)
     v1.delete_namespaced_config_map("two-b", NS)
     assert _eventually(_cm_gone(v1, "two-child"))  # its last owner gone
+
+
+def test_a_dependent_whose_owner_was_gone_before_it_was_written_is_collected(
+        served: Serve, v1: client.CoreV1Api) -> None:
+    """As upstream's collector, which looks up an owner its graph does not hold when it first
+    sees a dependent name it: a ConfigMap written naming an owner already deleted, one naming
+    a uid that never existed, and one naming an existing object's name with another uid are
+    collected; one naming a live owner, and a pod naming a ReplicaSet that never existed (the
+    ReplicaSet controller's pair: left, as the load generators' pods), stay."""
+    late = _cm(v1, "late-owner")
+    v1.delete_namespaced_config_map("late-owner", NS)
+    assert _eventually(_cm_gone(v1, "late-owner"))
+    live = _cm(v1, "late-live")
+    _cm(v1, "late-child", _ref(late))
+    kubectl(served, "apply", "-f", "-", stdin=f"""
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: never-child
+  namespace: {NS}
+  ownerReferences:
+  - {{apiVersion: v1, kind: ConfigMap, name: never-there, uid: {uuid.uuid4()}}}
+""")
+    _cm(v1, "renamed-child", client.V1OwnerReference(api_version="v1", kind="ConfigMap", name="late-live",
+                                                      uid=str(uuid.uuid4())))
+    _cm(v1, "live-child", _ref(live))
+    v1.create_namespaced_pod(NS, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="synthetic-rs-pod", owner_references=[client.V1OwnerReference(
+            api_version="apps/v1", kind="ReplicaSet", name="never-rs", uid=str(uuid.uuid4()), controller=True)]),
+        spec=client.V1PodSpec(scheduler_name="none", containers=[client.V1Container(name="c", image="x")])))
+    for name in ("late-child", "never-child", "renamed-child"):
+        assert _eventually(_cm_gone(v1, name)), name
+    time.sleep(0.5)  # (the look-ups of the others had their time)
+    assert v1.read_namespaced_config_map("live-child", NS).metadata.owner_references[0].uid == live.metadata.uid
+    assert v1.read_namespaced_pod("synthetic-rs-pod", NS).metadata.deletion_timestamp is None
+
+
+def test_a_dependent_written_naming_a_live_and_an_absent_owner_keeps_the_live_one(v1: client.CoreV1Api) -> None:
+    live = _cm(v1, "mixed-live")
+    absent = client.V1OwnerReference(api_version="v1", kind="ConfigMap", name="mixed-absent",
+                                     uid=str(uuid.uuid4()), block_owner_deletion=True)
+    _cm(v1, "mixed-child", absent, _ref(live))
+
+    def only_live() -> bool:
+        refs = v1.read_namespaced_config_map("mixed-child", NS).metadata.owner_references or []
+        return [r.uid for r in refs] == [live.metadata.uid]
+    assert _eventually(only_live)
+
+
+def test_dependents_written_right_after_their_owners_are_never_collected(
+        served: Serve, v1: client.CoreV1Api) -> None:
+    """Each owner's create answered, its dependent written at once (through a second connection,
+    so possibly before this process's watch cache has the owner): the look-up reads the store
+    before it collects anything, so none goes."""
+    cms = f"/api/v1/namespaces/{NS}/configmaps"
+    with httpx.Client(base_url=served.url, headers=bearer(served), timeout=10) as owners, \
+            httpx.Client(base_url=served.url, headers=bearer(served), timeout=10) as children:
+        for i in range(40):
+            owner = owners.post(cms, json={"metadata": {"name": f"quick-{i}"}}).json()
+            children.post(cms, json={"metadata": {"name": f"quick-{i}-child", "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": f"quick-{i}", "uid": owner["metadata"]["uid"]}]}}
+                          ).raise_for_status()
+        time.sleep(1.0)
+        for i in range(40):
+            assert children.get(f"{cms}/quick-{i}-child").status_code == 200, i
 
 
 def test_kubectl_foreground_keeps_a_service_until_its_blocking_dependents_are_gone(
@@ -278,6 +346,39 @@ def test_after_a_restart_dependents_written_before_are_known_and_a_foreground_de
         http.patch(f"{cms}/waiting-child", headers={"content-type": "application/merge-patch+json"},
                    json={"metadata": {"finalizers": None}}).raise_for_status()
         assert _eventually(lambda: http.get(f"{cms}/waiting").status_code == 404)
+
+
+def test_an_owner_deleted_while_no_server_ran_has_its_dependents_collected_at_start(tmp_path: Path) -> None:
+    """The owner's key deleted from the store by another tool while the server is stopped (or a
+    crash between an owner's delete and its collection): at the next start the scan finds
+    its dependents and looks their owners up; the one whose only owner is gone is deleted,
+    the one with another owner loses the reference to the gone one."""
+    cms = f"/api/v1/namespaces/{NS}/configmaps"
+    with running(start_serve(tmp_path, scheduler=True)) as first, \
+            httpx.Client(base_url=first.url, headers=bearer(first), timeout=10) as http:
+        http.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).raise_for_status()
+        owners = {name: http.post(cms, json={"metadata": {"name": name}}).json() for name in ("offline", "kept")}
+        refs = {name: {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": o["metadata"]["uid"]}
+                for name, o in owners.items()}
+        http.post(cms, json={"metadata": {"name": "offline-child", "ownerReferences": [refs["offline"]]}}
+                  ).raise_for_status()
+        http.post(cms, json={"metadata": {"name": "both-child", "ownerReferences": [refs["offline"], refs["kept"]]}}
+                  ).raise_for_status()
+        first.stop()
+
+    async def delete_owner() -> None:
+        st = store.open(f"lmdb://{tmp_path / 'state' / 'data'}")
+        try:
+            assert await st.delete(f"/registry/configmaps/{NS}/offline".encode())
+        finally:
+            await st.close()
+    asyncio.run(delete_owner())
+    with running(start_serve(tmp_path, run=1, scheduler=True)) as second, \
+            httpx.Client(base_url=second.url, headers=bearer(second), timeout=10) as http:
+        assert http.get(f"{cms}/offline").status_code == 404
+        assert _eventually(lambda: http.get(f"{cms}/offline-child").status_code == 404)
+        assert _eventually(lambda: http.get(f"{cms}/both-child").json()["metadata"]["ownerReferences"]
+                           == [refs["kept"]])
 
 
 def _absent(fresh: Callable[[str, str], httpx.Response], path: str) -> bool:
