@@ -15,19 +15,34 @@ resource of the dependent (once each). Every write, whichever server process mad
 (``serve --workers``): the process's watch cache feed hands ``observe`` every batch of
 store events, each value tested for ``"ownerReferences":[`` as bytes (a value without is
 not parsed; one with, whose place and owner kinds were noted before, costs a few byte
-searches and a set lookup; the bulk requests' runs of rewrites, LeaseRenewals and
+searches and a dict lookup; the bulk requests' runs of rewrites, LeaseRenewals and
 NodeStatusReports, are not read: they never change owner references). A write through
 this process is noted at once too (``noted``), since the feed may bring its event only
 after a delete of its owner that follows it. An owner deleted at a revision the feed has
 not reached yet is kept (``_unseen``) until it has: a dependent written just before
 through another process, noted only when its event comes, is then looked for in the place
 it opens (``_recheck``). A scan of the store, once the feed has started, notes those
-written before. So deleting an object whose kind nobody names costs a dict lookup, and a pass
-reads only the resources in the namespaces that hold such dependents (a cluster-scoped
+written before, and so does another whenever the feed restarts (``restarted``: its watch
+failed, the events between are never seen). So deleting an object whose kind nobody names
+costs a dict lookup, and a pass reads only the resources in the namespaces that hold such dependents (a cluster-scoped
 owner's: in every namespace that does, and the cluster-scoped ones), each value tested
 for the owner's uid as bytes before it is parsed. The owners gone meanwhile in a
 namespace are taken together by its next pass: the resources of a deleted
 CustomResourceDefinition cost a pass or two, not one each.
+
+Owners may also be gone before their dependents are seen: deleted before a dependent naming
+them was written, never there, or deleted while no server ran. Upstream's graph holds every
+object, and an owner uid it does not hold becomes a "virtual" node (graph_builder.go,
+``addDependentToOwners``) that its workers look up with a live GET (``isDangling``). Here
+the owners named by a dependent's create event, and by every dependent a scan finds, are
+looked up by a task of their own (``_look_ups``), never on the write's path: in the watch
+cache if it has applied every event this process has seen (``Peek``), else in the store.
+One not there with that uid (absent, or another object of that name) is gone: the places
+that may hold its dependents get a pass, as if it had just been deleted. The store read is
+the decision's (a dependent written just after its owner, whose create the cache has not
+applied yet, finds it there). Updates are not looked up: a pod's status, a renewal. A
+cluster-scoped object naming a namespaced owner is left, as upstream leaves it (which also
+reports it in an ``OwnerRefInvalidNamespace`` event, not written here).
 
 For a dependent that names a gone owner, as upstream's ``attemptToDeleteItem``
 (pkg/controller/garbagecollector/garbagecollector.go) classifies its references:
@@ -60,15 +75,13 @@ the persistent volume controller's (the claims of pods and StatefulSets) and the
 ResourceClaim controller's (the claims made for pods and PodGroups). So deleting a
 ReplicaSet or a pod reads none of a namespace's pods or claims here, and the workload
 controllers' rule stays theirs: a pod whose owner reference names a ReplicaSet or Job they
-never saw (the load generators' synthetic references) is left alone. Here nothing acts on
-a reference to an owner that never existed either: a pass starts only when an owner goes.
+never saw (the load generators' synthetic references) is left alone, and its owners are not
+looked up here.
 
 Left, unlike upstream:
 
-* an object whose owners were all gone before it was written, or gone while no server ran
-  (upstream's collector deletes it when it first sees it);
-* the writes made while this process's watch cache feed restarts after its watch failed
-  (compacted past, the store failed) are not noted until its next start;
+* a dependent whose update (not its create) adds a reference to an owner that is not there,
+  until the next start's scan (upstream's graph compares every update's references);
 * those of the workload pairs above whose reference is not their controller's (the
   controllers file dependents by controller reference);
 * a bound pod deleted with ``Foreground`` or ``Orphan``: its graceful deletion goes ahead
@@ -90,7 +103,7 @@ from typing import Any
 import orjson
 
 import store
-from store import Event, EventRun, Store
+from store import Event, EventRun, KeyValue, Store
 
 from ..identities import groups_of, service_account_user
 from ..registry import Registry, ResourceType
@@ -376,7 +389,7 @@ class GarbageCollector:
             if _NAMES_OWNERS in kv.value:  # (a delete's value is empty)
                 self._observed(kv)
 
-    def _observed(self, kv: store.KeyValue) -> None:
+    def _observed(self, kv: KeyValue) -> None:
         # the object's place and owner kinds as bytes, known already for nearly every write (a
         # renewal of a node's Lease): a dict lookup each, nothing decoded; a dependent's create
         # has its owners looked up (upstream's "virtual" owner nodes: graph_builder.go)

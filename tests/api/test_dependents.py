@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -114,3 +115,64 @@ def test_an_owner_deleted_before_the_feed_brought_its_dependent_is_looked_for_ag
     gc.gone(_type("configmaps"), {"metadata": {"name": "x", "namespace": "a", "uid": "u3"}}, 11)
     gc.observe([_put(b"/registry/secrets/c/s", {"metadata": {"ownerReferences": [ROLE_REF]}}, 9)])
     assert passes == ["b"]
+
+
+def test_updates_and_the_pairs_controllers_collect_are_not_looked_up() -> None:
+    """Only a dependent's create has its owners looked up (its updates were, or are by the
+    owner's delete), and not those of the pairs the workload controllers collect: a pod
+    naming a ReplicaSet that never existed stays theirs (the load generators' pods)."""
+    gc, passes = _collector([0])
+    rs_ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u5", "controller": True}
+    gc.observe([_put(b"/registry/pods/a/p", {"metadata": {"ownerReferences": [rs_ref]}}, 3)])
+    updated = store.KeyValue(b"/registry/configmaps/a/c", orjson.dumps({"metadata": {"ownerReferences": [ROLE_REF]}}),
+                             2, 4, 2)
+    gc.observe([store.Event(store.EventType.PUT, updated)])
+    assert gc.index.places("apps", "ReplicaSet", "a") == [] and gc.index.names("apps", "ReplicaSet")
+    assert gc.index.places("rbac.authorization.k8s.io", "ClusterRole", None) == [("a", "", "configmaps")]
+    assert not gc._unverified and passes == []
+
+
+async def test_a_feed_restart_scans_the_store_and_collects_what_names_an_absent_owner(tmp_path: Any) -> None:
+    """Writes the feed never handed over (it restarted): ``restarted`` scans the store, notes
+    them and looks their owners up in the store. The dependent of an owner that is not there
+    is deleted (with its uid as a precondition); the one whose owner is there, and the pod
+    of a ReplicaSet (its controller's), are not."""
+    st = store.open(f"lmdb://{tmp_path}/store")
+    deleted: list[tuple[str, str | None, str, dict[str, Any]]] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def delete(rtype: ResourceType, namespace: str | None, name: str, options: dict[str, Any]) -> None:
+        deleted.append((rtype.plural, namespace, name, options))
+
+    async def patch(*_: Any) -> None:
+        raise AssertionError("nothing to patch here")
+
+    def spawn(work: Any) -> None:
+        tasks.append(asyncio.ensure_future(work))
+
+    async def settle() -> None:
+        while not all(t.done() for t in tasks):
+            await asyncio.gather(*tasks)
+
+    try:
+        gc = GarbageCollector(REGISTRY, lambda: st, delete, patch, spawn, frozenset())
+        gc.follow(lambda: 0)
+        await settle()
+        assert gc.seeded.is_set()
+        configmaps, pods = _type("configmaps"), _type("pods")
+        await st.create(_type("namespaces").key(None, "a"), orjson.dumps({"metadata": {"name": "a"}}))
+        owner = {"metadata": {"name": "owner", "namespace": "a", "uid": "live-uid"}}
+        await st.create(configmaps.key("a", "owner"), orjson.dumps(owner))
+        for name, refs in (("orphaned", [{"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "gone-uid"}]),
+                           ("owned", [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "live-uid"}])):
+            await st.create(configmaps.key("a", name), orjson.dumps(
+                {"metadata": {"name": name, "namespace": "a", "uid": f"{name}-uid", "ownerReferences": refs}}))
+        await st.create(pods.key("a", "p"), orjson.dumps({"metadata": {"name": "p", "namespace": "a", "uid": "p-uid",
+                                                                        "ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": True}]}}))
+        gc.restarted()
+        await settle()
+        assert deleted == [("configmaps", "a", "orphaned",
+                            {"propagationPolicy": "Background", "preconditions": {"uid": "orphaned-uid"}})]
+    finally:
+        await st.close()
