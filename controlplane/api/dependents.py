@@ -159,9 +159,11 @@ _NAMES_OWNERS = b'"ownerReferences":['
 _UNSEEN_MAX = 4096
 # an owner reference's fields, in stored JSON
 _API_VERSION, _KIND, _NAME, _UID = b'"apiVersion":"', b'"kind":"', b'"name":"', b'"uid":"'
-# owner references of new dependents waiting for their owners' look-up; past this many the
-# newest are let go (a scan at start of more: they are looked up as they come)
-_UNVERIFIED_MAX = 1 << 17
+# dependents created whose owners wait to be looked up, and the owner references read from
+# them; past this many the newest are let go (with a warning: the next start's scan finds
+# them), a scan looks up those it found as it goes
+_UNVERIFIED_MAX = 1 << 14
+_READ_CHUNK = 256  # dependents created read at a time by the look-ups
 
 # who the collector's deletes and patches are made as (admission policies and webhooks see it):
 # kube-controller-manager's garbage collector's service account, as upstream's
@@ -307,6 +309,9 @@ class GarbageCollector:
         # owner references of dependents created (or found by a scan) whose owners are to be
         # looked up: (the dependent's namespace, apiVersion, kind, name, uid)
         self._unverified: dict[tuple[str | None, str, str, str, str], None] = {}
+        # the dependents those are read from, as written: (namespace, value, apiVersion, kind)
+        self._created: list[tuple[str | None, bytes, bytes, bytes]] = []
+        self._let_go = 0  # dependents not looked up (past _UNVERIFIED_MAX), since the last warning
         self._verifying = False  # a task looks them up
         self._peek: Peek | None = None
 
@@ -424,18 +429,29 @@ class GarbageCollector:
 
     # --- owners absent from the start: looked up ------------------------------------------------
 
-    def _look_up(self, namespace: str | None, value: bytes, api_version: bytes = b"", kind: bytes = b"") -> None:
-        """The owners that ``value``, a dependent in ``namespace`` just created (or found by a
-        scan), names (those of ``api_version`` and ``kind`` only, if given) are looked up by a
-        task of their own (``_look_ups``)."""
-        unverified = self._unverified
-        for a, k, name, uid in _owner_refs(value):
-            if uid and (not kind or (a == api_version and k == kind)) and len(unverified) < _UNVERIFIED_MAX:
-                unverified[(namespace, a.decode(errors="replace"), k.decode(errors="replace"),
-                            name.decode(errors="replace"), uid.decode(errors="replace"))] = None
-        if unverified and not self._verifying:
+    def _look_up(self, namespace: str | None, value: bytes, api_version: bytes, kind: bytes) -> None:
+        """The owners of ``api_version`` and ``kind`` that ``value``, a dependent in ``namespace``
+        just created (or found by a scan), names are looked up by a task of their own
+        (``_look_ups``), which reads them from it: here, a list append."""
+        if len(self._created) < _UNVERIFIED_MAX:
+            self._created.append((namespace, value, api_version, kind))
+        else:
+            self._let_go += 1
+        if not self._verifying:
             self._verifying = True
             self._start(self._looking_up())
+
+    def _read_created(self, count: int) -> None:
+        """The owner references of ``count`` of the dependents created (``_created``, the
+        newest), to look up once each."""
+        created = self._created[-count:]
+        del self._created[-count:]
+        unverified = self._unverified
+        for namespace, value, api_version, kind in created:
+            for a, k, name, uid in _owner_refs(value):
+                if uid and a == api_version and k == kind:
+                    unverified[(namespace, a.decode(errors="replace"), k.decode(errors="replace"),
+                                name.decode(errors="replace"), uid.decode(errors="replace"))] = None
 
     async def _looking_up(self) -> None:
         try:
@@ -451,7 +467,15 @@ class GarbageCollector:
         just been deleted (a pass of each place that may hold them, ``attempt`` for each)."""
         unverified = self._unverified
         done = 0
-        while unverified:
+        while unverified or self._created:
+            if self._let_go:
+                log.warning("garbage collector: the owners of %d new dependents are not looked up (more than %d "
+                            "waited); the next start's scan will", self._let_go, _UNVERIFIED_MAX)
+                self._let_go = 0
+            if self._created and len(unverified) < _READ_CHUNK:
+                self._read_created(_READ_CHUNK)
+                if not unverified:
+                    continue
             (namespace, api_version, kind, name, uid), _ = unverified.popitem()
             try:
                 await self._look_up_one(namespace, api_version, kind, name, uid)
@@ -720,7 +744,7 @@ class GarbageCollector:
             log.warning("garbage collector: the owner references stored before this start are not all known: %s", e)
         finally:
             self.seeded.set()
-        if self._unverified and not self._verifying:
+        if (self._unverified or self._created) and not self._verifying:
             self._verifying = True
             self._start(self._looking_up())
 
@@ -739,7 +763,7 @@ class GarbageCollector:
                 kvs, _, more = await self.store.range(start, end, limit=_SCAN_PAGE)
                 for kv in kvs:
                     self._seed_one(rtype, kv.key, kv.value, kv.mod_revision, resume)
-                if len(self._unverified) >= _UNVERIFIED_MAX // 2:
+                if len(self._unverified) + len(self._created) >= _UNVERIFIED_MAX // 2:
                     await self._look_ups()  # (as it goes: a large store's references are not all held)
                 if not more or not kvs:
                     break
