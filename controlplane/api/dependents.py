@@ -24,9 +24,9 @@ through another process, noted only when its event comes, is then looked for in 
 it opens (``_recheck``). A scan of the store, once the feed has started, notes those
 written before, and so does another whenever the feed restarts (``restarted``: its watch
 failed, the events between are never seen). So deleting an object whose kind nobody names
-costs a dict lookup, and a pass reads only the resources in the namespaces that hold such dependents (a cluster-scoped
-owner's: in every namespace that does, and the cluster-scoped ones), each value tested
-for the owner's uid as bytes before it is parsed. The owners gone meanwhile in a
+costs a dict lookup, and a pass reads only the resources in the namespaces that hold such
+dependents (a cluster-scoped owner's: in every namespace that does, and the cluster-scoped
+ones), each value tested for the owner's uid as bytes before it is parsed. The owners gone meanwhile in a
 namespace are taken together by its next pass: the resources of a deleted
 CustomResourceDefinition cost a pass or two, not one each.
 
@@ -313,6 +313,8 @@ class GarbageCollector:
         self._created: list[tuple[str | None, bytes, bytes, bytes]] = []
         self._let_go = 0  # dependents not looked up (past _UNVERIFIED_MAX), since the last warning
         self._verifying = False  # a task looks them up
+        self._rescan_wanted = False  # a feed restart's scan has not started (``restarted``)
+        self._rescanning = False  # a task scans for them
         self._peek: Peek | None = None
 
     @property
@@ -370,16 +372,25 @@ class GarbageCollector:
     def restarted(self) -> None:
         """The feed restarted (its watch failed): the store events between were never seen
         here. The store is scanned again, as at start: the dependents written meanwhile noted,
-        and those whose owners went meanwhile collected."""
-        self._start(self._rescan())
+        and those whose owners went meanwhile collected. (Restarts while a scan waits to
+        start share it.)"""
+        self._rescan_wanted = True
+        if not self._rescanning:
+            self._rescanning = True
+            self._start(self._rescan())
 
     async def _rescan(self) -> None:
-        await self.seeded.wait()
         try:
-            await self._scan(None)
-        except store.StoreError as e:
-            log.warning("garbage collector: the owner references written while the feed restarted are not all "
-                        "known: %s", e)
+            await self.seeded.wait()
+            while self._rescan_wanted:
+                self._rescan_wanted = False
+                try:
+                    await self._scan(None)
+                except store.StoreError as e:
+                    log.warning("garbage collector: the owner references written while the feed restarted are not "
+                                "all known: %s", e)
+        finally:
+            self._rescanning = False
 
     def observe(self, events: Sequence[Event]) -> None:
         """A batch of store events, whoever wrote them: the owner references of the objects

@@ -137,7 +137,7 @@ async def test_a_feed_restart_scans_the_store_and_collects_what_names_an_absent_
     """Writes the feed never handed over (it restarted): ``restarted`` scans the store, notes
     them and looks their owners up in the store. The dependent of an owner that is not there
     is deleted (with its uid as a precondition); the one whose owner is there, and the pod
-    of a ReplicaSet (its controller's), are not."""
+    of a ReplicaSet (its controller's), are not. Restarts in a row make one scan."""
     st = store.open(f"lmdb://{tmp_path}/store")
     deleted: list[tuple[str, str | None, str, dict[str, Any]]] = []
     tasks: list[asyncio.Task[None]] = []
@@ -171,7 +171,10 @@ async def test_a_feed_restart_scans_the_store_and_collects_what_names_an_absent_
         await st.create(pods.key("a", "p"), orjson.dumps({"metadata": {"name": "p", "namespace": "a", "uid": "p-uid",
                                                                         "ownerReferences": [{
             "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": True}]}}))
+        started = len(tasks)
         gc.restarted()
+        gc.restarted()  # (restarts before its scan started share it)
+        assert len(tasks) == started + 1
         await settle()
         assert deleted == [("configmaps", "a", "orphaned",
                             {"propagationPolicy": "Background", "preconditions": {"uid": "orphaned-uid"}})]
