@@ -815,7 +815,13 @@ class NodeSimulator:
         except ApiError as e:
             if e.code != 409:
                 raise
-            held = (await self.client.get(f"{path}/{name}"))["metadata"]
+            try:
+                held = (await self.client.get(f"{path}/{name}"))["metadata"]
+            except ApiError as gone:  # deleted since (the garbage collector's, its owner gone): made again
+                if gone.code != 404 or not again:
+                    raise
+                await self._ensure_csi_node(name, uid, again=False)
+                return
             owners = [r.get("uid") for r in held.get("ownerReferences") or [] if r.get("kind") == "Node"]
             if uid and again and owners and uid not in owners:
                 await self._delete_owned(f"{path}/{name}", owners[0])
