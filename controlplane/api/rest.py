@@ -69,7 +69,7 @@ from ..registry.strategies import (
     validate_name,
 )
 from ..registry.strategies import warnings as strategy_warnings
-from . import audit, podsecurity, protobuf
+from . import audit, jsonpatches, podsecurity, protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
 from .allocations import ServiceAllocations, ServiceWrite
 from .apply import (
@@ -3221,12 +3221,16 @@ def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
     """RFC 6902 JSON patch; at most ``MAX_JSON_PATCH_OPS`` operations (413), as upstream.
     One that does not apply (a failed ``test``, a missing path, an unknown ``op``) is a 422
     in upstream's words and no others: its patch handler wraps the library's error in
-    ``NewGenericServerResponse``, which keeps the library's message out of the Status."""
+    ``NewGenericServerResponse``, which keeps the library's message out of the Status's
+    message (the copy limit's, in upstream's words, is its one cause)."""
     if len(ops) > MAX_JSON_PATCH_OPS:
         raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: The allowed maximum operations in "
                        f"a JSON patch is {MAX_JSON_PATCH_OPS}, got {len(ops)}")
     try:
-        return jsonpatch.apply_patch(target, ops, in_place=False)
+        return jsonpatches.apply(target, ops)
+    except jsonpatches.CopyLimitExceeded as e:  # (upstream's one cause: the library's words, ours here)
+        raise ApiError(422, "Invalid", JSON_PATCH_REFUSED,
+                       {"causes": [{"reason": "UnexpectedServerResponse", "message": str(e)}]}) from e
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError,
             AttributeError) as e:
         raise ApiError(422, "Invalid", JSON_PATCH_REFUSED, {}) from e

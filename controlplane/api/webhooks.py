@@ -96,7 +96,7 @@ from ..registry.conversion import CONVERSIONS, conversion_for
 from ..registry.expressions import ExpressionError, context_of, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
-from . import audit
+from . import audit, jsonpatches
 from .admissionpolicy import REQUEST_USER, object_selected
 from .dryrun import DRY_RUN
 from .errors import ApiError
@@ -416,7 +416,7 @@ class AdmissionWebhooks:
             return False
         try:
             operations = orjson.loads(base64.b64decode(patch))
-            compiled = jsonpatch.JsonPatch(operations)
+            jsonpatch.JsonPatch(operations)  # (decoded here: a patch of no operations changes nothing)
         except (ValueError, TypeError, jsonpatch.InvalidJsonPatch) as e:
             raise _PatchError(_call_failed(hook.name, f"received undecodable patch in webhook response: {e}"),
                               503) from e
@@ -426,7 +426,7 @@ class AdmissionWebhooks:
             raise _PatchError(_internal(f'admission webhook "{hook.name}" attempted to modify the object, which is '
                                         "not supported for this operation"), 0)
         try:
-            patched = compiled.apply(await self._as(request.obj, request.rtype, invocation.rtype))
+            patched = jsonpatches.apply(await self._as(request.obj, request.rtype, invocation.rtype), operations)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
             raise _PatchError(_internal(str(e)), 0) from e
         if not isinstance(patched, dict):

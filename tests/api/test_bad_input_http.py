@@ -1,0 +1,67 @@
+"""Bad input the third fuzzing round found answered wrongly, over a real socket (httpx to the
+project's HTTP/1.1 protocol): each answer a Status of upstream's code and reason, and what
+was stored before left as it was."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from controlplane.client import Client
+from tests.front_socket import front_on_socket
+
+NS = "/api/v1/namespaces/default"
+CMS = f"{NS}/configmaps"
+
+
+@dataclass
+class Served:
+    http: httpx.AsyncClient
+    client: Client  # in process, for seeding and reading back
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    async with front_on_socket(tmp_path) as (port, c), \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        yield Served(http, c)
+
+
+def assert_status(resp: httpx.Response, code: int, reason: str) -> dict[str, Any]:
+    status: dict[str, Any] = resp.json()
+    assert (resp.status_code, status["kind"], status["code"], status.get("reason")) == (
+        code, "Status", code, reason), status
+    return status
+
+
+async def test_json_patch_copies_are_bounded_as_upstreams_accumulated_copy_limit(served: Served) -> None:
+    # each copy of the annotations into themselves doubled them: forty of them in a 4 KB body
+    # held the event loop and grew the server past 10 GB
+    stored = await served.client.create(CMS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "doubled", "annotations": {"a": "x" * 10}}})
+    doubling = [{"op": "copy", "from": "/metadata/annotations", "path": f"/metadata/annotations/z{i}"}
+                for i in range(40)]
+    started = time.monotonic()
+    resp = await served.http.patch(f"{CMS}/doubled", json=doubling,
+                                   headers={"Content-Type": "application/json-patch+json"})
+    assert time.monotonic() - started < 10
+    status = assert_status(resp, 422, "Invalid")
+    assert status["message"] == "the server rejected our request due to an error in our request"
+    assert status["details"]["causes"][0]["message"].startswith(
+        "Unable to complete the copy, the accumulated size increase of copy is ")
+    assert status["details"]["causes"][0]["message"].endswith(", exceeding the limit 3145728")
+    got = await served.client.get(f"{CMS}/doubled")
+    assert got["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    # copies within the limit still apply
+    copies = [{"op": "copy", "from": "/metadata/annotations/a", "path": f"/metadata/annotations/b{i}"}
+              for i in range(3)]
+    resp = await served.http.patch(f"{CMS}/doubled", json=copies,
+                                   headers={"Content-Type": "application/json-patch+json"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["metadata"]["annotations"] == {"a": "x" * 10, "b0": "x" * 10, "b1": "x" * 10, "b2": "x" * 10}
