@@ -515,7 +515,7 @@ _HOSTNAME = re.compile(r"(?=.{1,253}\Z)[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9]
                        r"[a-zA-Z0-9])?)*\Z")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+\Z")
 _MAC = re.compile(r"([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}\Z")
-_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z", re.ASCII)
 
 
 def _format_ok(fmt: str, value: str) -> bool:

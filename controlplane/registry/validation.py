@@ -390,14 +390,14 @@ def _parse(shape: Shape, container: dict[str, Any], key: str, value: Any, found:
 # MicroTime (RFC3339Micro: exactly six digits of one), and the form each is written
 # back in (Go re-encodes what it decoded): UTC, seconds for a Time, microseconds for a
 # MicroTime, so "2026-01-01T01:00:00.5+01:00" is stored as "2026-01-01T00:00:00Z"
-_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z", re.ASCII)
 # (the stored forms, in range, checked without a parse: what nearly every write has;
 # the 29th and 30th of every month but February and the 31st of the months that have one
 # too, so that only February the 29th is parsed, for the leap year)
 _IN_RANGE = (r"\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
              r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d")
-_CANONICAL_TIME = re.compile(_IN_RANGE + r"Z\Z")
-_CANONICAL_MICRO_TIME = re.compile(_IN_RANGE + r"\.\d{6}Z\Z")
+_CANONICAL_TIME = re.compile(_IN_RANGE + r"Z\Z", re.ASCII)
+_CANONICAL_MICRO_TIME = re.compile(_IN_RANGE + r"\.\d{6}Z\Z", re.ASCII)
 _TIME_LAYOUT = "2006-01-02T15:04:05Z07:00"
 _MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
 _RANGES = (("month", 1, 12), ("day", 1, 31), ("hour", 0, 23), ("minute", 0, 59), ("second", 0, 59))
@@ -486,7 +486,7 @@ def _base64(value: Any) -> str | None:
 
 
 # resource.ParseQuantity: a signed decimal, then a binary or decimal SI suffix or an exponent
-_QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?\Z")
+_QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?\Z", re.ASCII)
 
 
 def _quantity(value: Any) -> str | None:

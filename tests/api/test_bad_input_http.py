@@ -65,3 +65,24 @@ async def test_json_patch_copies_are_bounded_as_upstreams_accumulated_copy_limit
                                    headers={"Content-Type": "application/json-patch+json"})
     assert resp.status_code == 200, resp.text
     assert resp.json()["metadata"]["annotations"] == {"a": "x" * 10, "b0": "x" * 10, "b1": "x" * 10, "b2": "x" * 10}
+
+
+async def test_quantities_and_times_take_ascii_digits_only_as_go_parses_them(served: Served) -> None:
+    # Python's \d matched any script's digits (and int() read them): a request of "١" cpu and a
+    # Lease renewed at "٢٠٢٦-..." were stored, and every typed client then failed to decode them
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "\u0661"}}}]}}
+    resp = await served.http.post(f"{NS}/pods", json=pod)
+    status = assert_status(resp, 400, "BadRequest")
+    assert "quantities must match the regular expression" in status["message"]
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
+             "spec": {"renewTime": "\u0662\u0660\u0662\u0666-01-01T00:00:00.000000Z"}}
+    resp = await served.http.post("/apis/coordination.k8s.io/v1/namespaces/default/leases", json=lease)
+    assert_status(resp, 400, "BadRequest")
+    for name in ("p", "l"):  # nothing stored
+        assert (await served.http.get(f"{NS}/pods/{name}")).status_code == 404
+    assert (await served.http.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/l")).status_code == 404
+    # ASCII ones still go through
+    lease["spec"]["renewTime"] = "2026-01-01T00:00:00.000000Z"
+    resp = await served.http.post("/apis/coordination.k8s.io/v1/namespaces/default/leases", json=lease)
+    assert resp.status_code == 201, resp.text
