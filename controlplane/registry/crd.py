@@ -133,6 +133,23 @@ def problems(crd: Obj, old: Obj | None = None) -> list[Cause]:
     causes.extend(_conversion_problems(_dict(spec.get("conversion"))))
     old_versions = _list(_dict(old.get("spec")).get("versions")) if old is not None else []
     causes.extend(_versions_problems(spec.get("versions"), old_versions))
+    if old is not None and any(w in c["message"] for c in causes for words in _RATCHETED for w in words):
+        causes = _ratcheted(causes, _versions_problems(old_versions, old_versions))
+    return causes
+
+
+# the checks upstream skips on an update of a CRD that already failed them (requireAtomicSetType,
+# requireMapListKeysMapSetValidation), known by their words
+_RATCHETED = (("as item of a list with x-kubernetes-list-type=set",),
+              ("so it must have a default or be a required property", "so it cannot be nullable",
+               "cannot be nullable when x-kubernetes-list-type is"))
+
+
+def _ratcheted(causes: list[Cause], old_causes: list[Cause]) -> list[Cause]:
+    """``causes`` without those of a ratcheted check the old CRD failed too."""
+    for words in _RATCHETED:
+        if any(w in c["message"] for c in old_causes for w in words):
+            causes = [c for c in causes if not any(w in c["message"] for w in words)]
     return causes
 
 

@@ -839,6 +839,112 @@ def _keyword_problems(schema: Schema, path: str) -> list[Cause]:
     return causes
 
 
+def _required(field: str, detail: str) -> Cause:
+    return {"reason": "FieldValueRequired", "field": field, "message": f"Required value: {detail}"}
+
+
+def _list_type_problems(schema: Schema, path: str) -> list[Cause]:
+    """Upstream's ``xlisttypenotnil``: a list type on an array only, one of the three, a
+    set's items atomic, and a map's items objects keyed by scalar properties they have."""
+    list_type, t = schema["x-kubernetes-list-type"], schema.get("type")
+    causes: list[Cause] = []
+    if t != "array":
+        causes.append(_required(f"{path}.type", "must be array if x-kubernetes-list-type is specified") if not t
+                      else _invalid(f"{path}.type", t, "must be array if x-kubernetes-list-type is specified"))
+    items = schema.get("items")
+    if t == "array" and list_type == "set" and isinstance(items, dict):  # (requireAtomicSetType)
+        inner_list = items.get("x-kubernetes-list-type")
+        if items.get("type") == "array" and inner_list is not None and inner_list != "atomic":
+            causes.append(_invalid(f"{path}.items.x-kubernetes-list-type", inner_list,
+                                   "must be atomic as item of a list with x-kubernetes-list-type=set"))
+        elif items.get("type") == "object" and items.get("x-kubernetes-map-type") != "atomic":
+            causes.append(_invalid(f"{path}.items.x-kubernetes-map-type", inner_list,
+                                   "must be atomic as item of a list with x-kubernetes-list-type=set"))
+    if list_type not in ("atomic", "set", "map"):
+        causes.append({"reason": "FieldValueNotSupported", "field": f"{path}.x-kubernetes-list-type",
+                       "message": f'Unsupported value: {describe(list_type)}: supported values: "atomic", "set", '
+                                  '"map"'})
+    if list_type != "map":
+        return causes
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    if not keys:
+        causes.append(_required(f"{path}.x-kubernetes-list-map-keys", "must not be empty if x-kubernetes-list-type "
+                                "is map"))
+    if items is None:
+        causes.append(_required(f"{path}.items", "must have a schema if x-kubernetes-list-type is map"))
+        return causes
+    if not isinstance(items, dict):
+        causes.append(_invalid(f"{path}.items", items, "must only have a single schema if x-kubernetes-list-type "
+                               "is map"))
+        return causes
+    if items.get("type") != "object":
+        causes.append(_invalid(f"{path}.items.type", items.get("type", ""), "must be object if parent array's "
+                               "x-kubernetes-list-type is map"))
+        return causes
+    properties = items.get("properties") or {}
+    for i, key in enumerate(keys):
+        prop = properties.get(key)
+        if prop is None:
+            causes.append(_invalid(f"{path}.x-kubernetes-list-map-keys", keys, "entries must all be names of item "
+                                   "properties"))
+        elif isinstance(prop, dict) and prop.get("type") in ("array", "object"):
+            causes.append(_invalid(f"{path}.items.properties[{key}].type", items.get("type"), "must be a scalar "
+                                   "type if parent array's x-kubernetes-list-type is map"))
+        if key in keys[:i]:
+            causes.append(_invalid(f"{path}.x-kubernetes-list-map-keys", keys, "must not contain duplicate entries"))
+    return causes
+
+
+def _extension_problems(schema: Schema, path: str) -> list[Cause]:
+    """What upstream's ``validateCustomResourceDefinitionOpenAPISchema`` says of the
+    ``x-kubernetes-*`` keywords of one schema, in its order and words: unknown fields kept
+    only when said true, list and map types where they apply, a list-map's keys required
+    or defaulted (``validateMapListKeysMapSet``, as for every new CRD)."""
+    causes: list[Cause] = []
+    if schema.get("x-kubernetes-preserve-unknown-fields") is False:
+        causes.append(_invalid(f"{path}.x-kubernetes-preserve-unknown-fields", False, "must be true or undefined"))
+    if "x-kubernetes-list-type" in schema:
+        causes += _list_type_problems(schema, path)
+    map_type = schema.get("x-kubernetes-map-type")
+    if map_type is not None:
+        t = schema.get("type")
+        if t != "object":
+            causes.append(_required(f"{path}.type", "must be object if x-kubernetes-map-type is specified") if not t
+                          else _invalid(f"{path}.type", t, "must be object if x-kubernetes-map-type is specified"))
+        if map_type not in ("atomic", "granular"):
+            causes.append({"reason": "FieldValueNotSupported", "field": f"{path}.x-kubernetes-map-type",
+                           "message": f'Unsupported value: {describe(map_type)}: supported values: "atomic", '
+                                      '"granular"'})
+    list_type = schema.get("x-kubernetes-list-type")
+    if schema.get("x-kubernetes-list-map-keys"):
+        if list_type is None:
+            causes.append(_required(f"{path}.x-kubernetes-list-type", "must be map if x-kubernetes-list-map-keys "
+                                    "is non-empty"))
+        elif list_type != "map":
+            causes.append(_invalid(f"{path}.x-kubernetes-list-type", list_type, "must be map if "
+                                   "x-kubernetes-list-map-keys is non-empty"))
+    items = schema.get("items")
+    if list_type in ("set", "map") and isinstance(items, dict):
+        if items.get("nullable") is True:
+            causes.append({"reason": "FieldValueForbidden", "field": f"{path}.items.nullable",
+                           "message": f"Forbidden: cannot be nullable when x-kubernetes-list-type is {list_type}"})
+        if list_type == "map":
+            required = set(items.get("required") or ())
+            properties = items.get("properties") or {}
+            for key in schema.get("x-kubernetes-list-map-keys") or ():
+                prop = properties.get(key)
+                if not isinstance(prop, dict):
+                    continue
+                at = f"{path}.items.properties[{key}]"
+                if key not in required and "default" not in prop:
+                    causes.append(_required(f"{at}.default", "this property is in x-kubernetes-list-map-keys, so it "
+                                            "must have a default or be a required property"))
+                if prop.get("nullable") is True:
+                    causes.append({"reason": "FieldValueForbidden", "field": f"{at}.nullable", "message": "Forbidden: "
+                                   "this property is in x-kubernetes-list-map-keys, so it cannot be nullable"})
+    return causes
+
+
 def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = False, cel: list[Cause] | None = None,
                uncorrelatable: str | None = None, costs: _Costs | None = None, cardinality: int | None = 1) -> None:
     """The causes of ``schema`` at ``path``, and in ``cel`` those of its rules' CEL, looked
@@ -919,6 +1025,7 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
         else:
             causes.append({"reason": "FieldValueForbidden", "field": f"{path}.items",
                            "message": "Forbidden: items must be a schema object and not an array"})
+    causes.extend(_extension_problems(schema, path))
     if cel is not None and len(causes) == start:
         self_type = _self_type(schema, root) if schema.get("x-kubernetes-validations") else None
         for i, rule in enumerate(schema.get("x-kubernetes-validations") or []):

@@ -86,3 +86,55 @@ async def test_quantities_and_times_take_ascii_digits_only_as_go_parses_them(ser
     lease["spec"]["renewTime"] = "2026-01-01T00:00:00.000000Z"
     resp = await served.http.post("/apis/coordination.k8s.io/v1/namespaces/default/leases", json=lease)
     assert resp.status_code == 201, resp.text
+
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def widget_crd(field: dict[str, Any]) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"x": field}}}}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.fz.io"},
+            "spec": {"group": "fz.io", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": schema}}]}}
+
+
+async def test_crd_schemas_misusing_x_kubernetes_extensions_are_refused_as_upstream(served: Served) -> None:
+    # each was stored, and the server then served and pruned custom resources by a schema
+    # upstream never accepts (a map list without keys could not even pair items)
+    at = "spec.validation.openAPIV3Schema.properties[spec].properties[x]"
+    item = {"type": "object", "properties": {"a": {"type": "string"}}}
+    bad = [
+        ({"type": "array", "x-kubernetes-list-type": "map", "items": item},
+         f"{at}.x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"),
+        ({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["b"], "items": item},
+         f'{at}.x-kubernetes-list-map-keys: Invalid value: ["b"]: entries must all be names of item properties'),
+        ({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"], "items": item},
+         f"{at}.items.properties[a].default: Required value: this property is in x-kubernetes-list-map-keys, so it "
+         "must have a default or be a required property"),
+        ({"type": "array", "x-kubernetes-list-type": "bogus", "items": {"type": "string"}},
+         f'{at}.x-kubernetes-list-type: Unsupported value: "bogus": supported values: "atomic", "set", "map"'),
+        ({"type": "string", "x-kubernetes-list-type": "atomic"},
+         f'{at}.type: Invalid value: "string": must be array if x-kubernetes-list-type is specified'),
+        ({"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "object"}},
+         f"{at}.items.x-kubernetes-map-type: Invalid value: null: must be atomic as item of a list with "
+         "x-kubernetes-list-type=set"),
+        ({"type": "array", "x-kubernetes-list-map-keys": ["a"], "items": item},
+         f"{at}.x-kubernetes-list-type: Required value: must be map if x-kubernetes-list-map-keys is non-empty"),
+        ({"type": "object", "x-kubernetes-map-type": "bogus"},
+         f'{at}.x-kubernetes-map-type: Unsupported value: "bogus": supported values: "atomic", "granular"'),
+        ({"type": "object", "x-kubernetes-preserve-unknown-fields": False},
+         f"{at}.x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"),
+    ]
+    for field, cause in bad:
+        resp = await served.http.post(CRDS, json=widget_crd(field))
+        status = assert_status(resp, 422, "Invalid")
+        assert cause in [f"{c['field']}: {c['message']}" for c in status["details"]["causes"]], status
+    assert (await served.http.get(f"{CRDS}/widgets.fz.io")).status_code == 404
+    # a map list keyed by a required scalar is fine
+    good = {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"],
+            "items": {**item, "required": ["a"]}}
+    resp = await served.http.post(CRDS, json=widget_crd(good))
+    assert resp.status_code == 201, resp.text

@@ -312,3 +312,23 @@ def test_a_protected_groups_crd_says_whether_its_api_was_approved() -> None:
     plain = crd()
     set_status(plain, None, [])
     assert [c["type"] for c in plain["status"]["conditions"]] == ["NamesAccepted", "Established"]
+
+
+def test_a_crd_failing_the_ratcheted_list_checks_may_still_be_updated_as_upstream() -> None:
+    # requireMapListKeysMapSetValidation: a new CRD's map-list keys are required or defaulted,
+    # but one stored before the check may keep its schema through updates
+    keyed = {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"],
+             "items": {"type": "object", "properties": {"a": {"type": "string"}}}}
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"x": keyed}}}}
+    old = crd()
+    old["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = schema
+    set_defaults(old)
+    field = "spec.validation.openAPIV3Schema.properties[spec].properties[x].items.properties[a].default"
+    assert field in fields(old)
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"touched": "yes"}
+    assert field not in fields(new, old)
+    # the unratcheted checks still hold on that update
+    keyed["x-kubernetes-list-type"] = "bogus"
+    assert "spec.validation.openAPIV3Schema.properties[spec].properties[x].x-kubernetes-list-type" in fields(
+        copy.deepcopy(old), old)
