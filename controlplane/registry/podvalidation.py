@@ -27,6 +27,7 @@ Label keys are checked as 1.37's ``content.IsLabelKey`` words them (``bytes``, n
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from typing import Any, TypeGuard
 
 from ..quantity import QuantityError, parse_quantity
@@ -119,6 +120,7 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
         containers = []
     init = spec.get("initContainers")
     grace = spec.get("terminationGracePeriodSeconds")
+    pod_level = isinstance(spec.get("resources"), dict)
     sc = spec.get("securityContext")
     host_users = spec.get("hostUsers") is not False
     names: set[Any] = set()  # unique across containers and init containers
@@ -127,7 +129,7 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
             if not isinstance(c, dict):
                 continue
             at = f"{path}.{key}[{i}]"
-            _container(c, at, volumes, pod, host_users, causes)
+            _container(c, at, volumes, pod, host_users, causes, pod_level)
             policy, rules = c.get("restartPolicy"), c.get("restartPolicyRules")
             restarts = policy is not None or bool(rules)  # said anything of its own restarts
             if restarts and key == "initContainers":  # validateInitContainers: before the name
@@ -199,8 +201,10 @@ def _volume_names(volumes: Any, path: str, causes: Causes) -> set[str]:
     return names
 
 
-def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, causes: Causes) -> None:
-    """``validateContainerCommon``: what every container of a spec must say."""
+def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, causes: Causes,
+               pod_level: bool = False) -> None:
+    """``validateContainerCommon``: what every container of a spec must say (``pod_level``:
+    the spec has pod-level resources)."""
     name = c.get("name")
     if not name:
         causes.append(required(f"{at}.name"))
@@ -226,7 +230,7 @@ def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, 
     _one_of(f"{at}.imagePullPolicy", pull, _PULL_POLICIES, causes)
     resources = c.get("resources")
     if resources:
-        _resources(resources, at, causes)
+        _resources(resources, at, causes, pod_level)
     sc = c.get("securityContext")
     if sc and isinstance(sc, dict):
         _container_security_context(sc, f"{at}.securityContext", host_users, causes)
@@ -337,29 +341,88 @@ def _overcommittable(resource: str) -> bool:
     return native and not resource.startswith("hugepages-")
 
 
-def _resources(resources: Any, at: str, causes: Causes) -> None:
-    """A request may not exceed its limit (an extended resource's must equal it)."""
+# container resource names seen valid (cpu, memory, a cluster's few extended ones: every pod create)
+_VALID_RESOURCE_NAMES: set[str] = set()
+_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+
+
+def _resource_name(name: str, field: str, causes: Causes) -> bool:
+    """``validateContainerResourceName``: a qualified name; a standard container resource
+    (cpu, memory, ephemeral-storage, hugepages-<size>) unless prefixed, an extended one
+    unless native. Whether it is an extended resource (its quantities whole)."""
+    extended = "/" in name and "kubernetes.io/" not in name
+    if name in _VALID_RESOURCE_NAMES:
+        return extended
+    from .quota import is_standard_resource_name  # (quota's imports come back here)
+
+    problems = label_key_problems(name)
+    if problems:
+        causes.extend(invalid(field, name, p) for p in problems)
+        return False
+    if "/" not in name:
+        if not is_standard_resource_name(name):
+            causes.append(invalid(field, name, "must be a standard resource type or fully qualified"))
+            return False
+        if name not in _CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            causes.append(invalid(field, name, "must be a standard resource for containers"))
+            return False
+    elif extended and (name.startswith("requests.") or label_key_problems("requests." + name)):
+        causes.append(invalid(field, name, "doesn't follow extended resource name standard"))
+        return False
+    _VALID_RESOURCE_NAMES.add(name)
+    return extended
+
+
+def _resource_value(name: Any, value: Any, field: str, causes: Causes) -> Fraction | None:
+    """One entry of a container's limits or requests: its name, and its quantity as
+    ``ValidateResourceQuantityValue`` takes it (not negative, whole for an extended resource);
+    the quantity's value, None if it does not parse (the decoding's 400 said so)."""
+    extended = _resource_name(name, field, causes) if isinstance(name, str) else False
+    try:
+        amount = parse_quantity(value)
+    except QuantityError:
+        return None
+    if amount < 0:
+        causes.append(invalid(field, _quantity(value), "must be greater than or equal to 0"))
+    if extended and amount.denominator != 1:
+        causes.append(invalid(field, _quantity(value), "must be an integer"))
+    return amount
+
+
+def _resources(resources: Any, at: str, causes: Causes, pod_level: bool = False) -> None:
+    """``validateResourceRequirements`` of a container: each name and quantity, a request
+    within its limit (an extended resource's equal to it, and limited), hugepages beside cpu
+    or memory (unless the pod's own resources say those: PodLevelResources' hugepages)."""
     if not isinstance(resources, dict):
         return
     requests, limits = resources.get("requests"), resources.get("limits")
-    if not requests or not limits or not isinstance(requests, dict) or not isinstance(limits, dict):
+    requests = requests if isinstance(requests, dict) else {}
+    limits = limits if isinstance(limits, dict) else {}
+    if not requests and not limits:
         return
+    path = f"{at}.resources"
+    limit_values = {name: _resource_value(name, quantity, f"{path}.limits[{name}]", causes)
+                    for name, quantity in limits.items()}
     for resource, quantity in requests.items():
+        request_value = _resource_value(resource, quantity, f"{path}.requests[{resource}]", causes)
         limit = limits.get(resource)
-        if limit is None or limit == quantity:
+        if limit is None:
+            if not _overcommittable(resource):
+                causes.append(required(f"{path}.limits", "Limit must be set for non overcommitable resources"))
             continue
-        try:
-            request_value, limit_value = parse_quantity(quantity), parse_quantity(limit)
-        except QuantityError:
-            continue  # a body whose quantities do not parse is another check's
-        if request_value == limit_value:
+        limit_value = limit_values.get(resource)
+        if request_value is None or limit_value is None or request_value == limit_value:
             continue
         if not _overcommittable(resource):
-            causes.append(invalid(f"{at}.resources.requests", _quantity(quantity),
+            causes.append(invalid(f"{path}.requests", _quantity(quantity),
                                   f"must be equal to {resource} limit of {_quantity(limit)}"))
         elif request_value > limit_value:
-            causes.append(invalid(f"{at}.resources.requests", _quantity(quantity),
+            causes.append(invalid(f"{path}.requests", _quantity(quantity),
                                   f"must be less than or equal to {resource} limit of {_quantity(limit)}"))
+    named = (*limits, *requests)
+    if not pod_level and any(str(n).startswith("hugepages-") for n in named) \
+            and not any(n in ("cpu", "memory") for n in named):
+        causes.append(forbidden(path, "HugePages require cpu or memory"))
 
 
 def _quantity(value: Any) -> str:

@@ -138,3 +138,34 @@ async def test_crd_schemas_misusing_x_kubernetes_extensions_are_refused_as_upstr
             "items": {**item, "required": ["a"]}}
     resp = await served.http.post(CRDS, json=widget_crd(good))
     assert resp.status_code == 201, resp.text
+
+
+async def test_container_resources_are_validated_as_upstreams_resource_requirements(served: Served) -> None:
+    # a negative cpu request, a resource named "bogus resource!", a Pod's "pods", a fractional
+    # GPU were all stored (the scheduler then counted negative requests)
+    def pod(resources: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "r"},
+                "spec": {"containers": [{"name": "c", "image": "nginx", "resources": resources}]}}
+
+    at = "spec.containers[0].resources"
+    bad = [
+        ({"requests": {"cpu": "-1"}}, f'{at}.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0'),
+        ({"requests": {"memory": "-1Gi"}, "limits": {"memory": "1Gi"}},
+         f'{at}.requests[memory]: Invalid value: "-1Gi": must be greater than or equal to 0'),
+        ({"requests": {"pods": "1"}}, f'{at}.requests[pods]: Invalid value: "pods": must be a standard resource for '
+                                      "containers"),
+        ({"requests": {"bogus": "1"}}, f'{at}.requests[bogus]: Invalid value: "bogus": must be a standard resource '
+                                       "type or fully qualified"),
+        ({"limits": {"example.com/gpu": "1.5"}}, f'{at}.limits[example.com/gpu]: Invalid value: "1500m": must be an '
+                                                 "integer"),
+        ({"requests": {"example.com/gpu": "1"}}, f"{at}.limits: Required value: Limit must be set for non "
+                                                 "overcommitable resources"),
+        ({"limits": {"hugepages-2Mi": "2Mi"}}, f"{at}: Forbidden: HugePages require cpu or memory"),
+    ]
+    for resources, cause in bad:
+        status = assert_status(await served.http.post(f"{NS}/pods", json=pod(resources)), 422, "Invalid")
+        assert cause in [f"{c['field']}: {c['message']}" for c in status["details"]["causes"]], status
+    assert (await served.http.get(f"{NS}/pods/r")).status_code == 404
+    ok = {"requests": {"cpu": "100m", "memory": "64Mi", "example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}}
+    resp = await served.http.post(f"{NS}/pods", json=pod(ok))
+    assert resp.status_code == 201, resp.text
