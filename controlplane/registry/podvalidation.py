@@ -52,6 +52,7 @@ _PORT_NAME_LETTER = re.compile(r"[a-z]")
 _ENV_NAME = re.compile(r"[ -<>-~]+\Z")
 _ENV_NAME_HINT = "a valid environment variable name must consist only of printable ASCII characters other than '='"
 _PORT_RANGE = "must be between 1 and 65535, inclusive"
+_MAX_INT32 = 2**31 - 1
 
 _PROTOCOLS = ("SCTP", "TCP", "UDP")
 _RESTART_POLICIES = ("Always", "OnFailure", "Never")
@@ -170,6 +171,14 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
     node_name = spec.get("nodeName")
     if node_name and isinstance(node_name, str) and not _is_subdomain(node_name):
         causes.extend(invalid(f"{path}.nodeName", node_name, m) for m in _subdomain_problems(node_name))
+    deadline = spec.get("activeDeadlineSeconds")
+    if _is_int(deadline) and not 1 <= deadline <= _MAX_INT32:
+        causes.append(invalid(f"{path}.activeDeadlineSeconds", deadline, f"must be between 1 and {_MAX_INT32}, "
+                              "inclusive"))
+    for field in ("hostname", "subdomain"):
+        label = spec.get(field)
+        if label and isinstance(label, str):
+            causes.extend(invalid(f"{path}.{field}", label, m) for m in dns_label_problems(label))
     tolerations = spec.get("tolerations")
     if tolerations and isinstance(tolerations, list):
         _tolerations(tolerations, f"{path}.tolerations", causes)

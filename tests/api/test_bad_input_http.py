@@ -169,3 +169,21 @@ async def test_container_resources_are_validated_as_upstreams_resource_requireme
     ok = {"requests": {"cpu": "100m", "memory": "64Mi", "example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}}
     resp = await served.http.post(f"{NS}/pods", json=pod(ok))
     assert resp.status_code == 201, resp.text
+
+
+async def test_a_pods_deadline_hostname_and_subdomain_are_validated(served: Served) -> None:
+    # ValidatePodSpec: activeDeadlineSeconds -1 and a hostname "A_b" were stored
+    def pod(**spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "d"},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}], **spec}}
+
+    bad = [(pod(activeDeadlineSeconds=-1),
+            "spec.activeDeadlineSeconds: Invalid value: -1: must be between 1 and 2147483647, inclusive"),
+           (pod(hostname="A_b"), 'spec.hostname: Invalid value: "A_b": a lowercase RFC 1123 label must consist of'),
+           (pod(subdomain="s" * 64),
+            f'spec.subdomain: Invalid value: "{"s" * 64}": must be no more than 63 characters')]
+    for body, cause in bad:
+        status = assert_status(await served.http.post(f"{NS}/pods", json=body), 422, "Invalid")
+        assert any(f"{c['field']}: {c['message']}".startswith(cause) for c in status["details"]["causes"]), status
+    resp = await served.http.post(f"{NS}/pods", json=pod(activeDeadlineSeconds=30, hostname="h", subdomain="s"))
+    assert resp.status_code == 201, resp.text
