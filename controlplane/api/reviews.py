@@ -110,6 +110,57 @@ def _subject(plural: str, spec: dict[str, Any], namespace: str | None) -> User:
     return User(str(spec.get("user") or ""), tuple(str(g) for g in groups))
 
 
+def _selector_causes(resource: dict[str, Any]) -> list[dict[str, str]]:
+    """Upstream's validateFieldSelectorAttributes and validateLabelSelectorAttributes: a
+    selector says a raw selector or requirements, not both; each requirement has a key
+    (a label name for labels) and values as its operator wants them, unknown operators
+    allowed (a newer client's)."""
+    causes: list[dict[str, str]] = []
+    for name in ("fieldSelector", "labelSelector"):
+        selector = resource.get(name)
+        if not isinstance(selector, dict):
+            continue
+        at = f"spec.resourceAttributes.{name}"
+        raw, requirements = selector.get("rawSelector") or "", selector.get("requirements") or []
+        if raw and requirements:
+            causes.append({"reason": "FieldValueInvalid", "field": f"{at}.rawSelector",
+                           "message": f"Invalid value: {_go_value(raw)}: may not specified at the same time as "
+                                      "requirements"})
+        if not raw and not requirements:
+            causes.append({"reason": "FieldValueRequired", "field": f"{at}.requirements",
+                           "message": f"Required value: when {at} is specified, requirements or rawSelector is "
+                                      "required"})
+        for i, requirement in enumerate(requirements if isinstance(requirements, list) else ()):
+            if isinstance(requirement, dict):
+                causes += _requirement_causes(requirement, f"{at}.requirements[{i}]", labels=name == "labelSelector")
+    return causes
+
+
+def _requirement_causes(requirement: dict[str, Any], at: str, labels: bool) -> list[dict[str, str]]:
+    """ValidateFieldSelectorRequirement, or ValidateLabelSelectorRequirement (its key a label
+    name, its values label values), with AllowUnknownOperatorInRequirement."""
+    from ..registry.podvalidation import label_key_problems, label_value_problems
+
+    causes: list[dict[str, str]] = []
+    key, operator, values = requirement.get("key") or "", requirement.get("operator"), requirement.get("values") or []
+    if not labels and not key:
+        causes.append({"reason": "FieldValueRequired", "field": f"{at}.key", "message": "Required value: must be "
+                       "specified"})
+    if operator in ("In", "NotIn") and not values:
+        causes.append({"reason": "FieldValueRequired", "field": f"{at}.values",
+                       "message": "Required value: must be specified when `operator` is 'In' or 'NotIn'"})
+    elif operator in ("Exists", "DoesNotExist") and values:
+        causes.append({"reason": "FieldValueForbidden", "field": f"{at}.values",
+                       "message": "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"})
+    if labels:
+        causes += [{"reason": "FieldValueInvalid", "field": f"{at}.key",
+                    "message": f"Invalid value: {_go_value(key)}: {p}"} for p in label_key_problems(str(key))]
+        for j, value in enumerate(values if isinstance(values, list) else ()):
+            causes += [{"reason": "FieldValueInvalid", "field": f"{at}.values[{j}]",
+                        "message": f"Invalid value: {_go_value(value)}: {p}"} for p in label_value_problems(str(value))]
+    return causes
+
+
 async def _access_status(spec: dict[str, Any], user: User | None, authorizer: Authorizes | None,
                          kind: str) -> dict[str, Any]:
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
@@ -120,6 +171,9 @@ async def _access_status(spec: dict[str, Any], user: User | None, authorizer: Au
             'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified'
         raise _invalid(kind, [{"reason": "FieldValueInvalid", "field": f"spec.{which}", "message": message}])
     if isinstance(resource, dict):
+        causes = _selector_causes(resource)
+        if causes:
+            raise _invalid(kind, causes)
         request = Request(str(resource.get("verb", "")), str(resource.get("group", "")),
                           str(resource.get("resource", "")), str(resource.get("subresource", "")),
                           str(resource.get("namespace", "")), str(resource.get("name", "")))

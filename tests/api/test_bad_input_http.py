@@ -187,3 +187,29 @@ async def test_a_pods_deadline_hostname_and_subdomain_are_validated(served: Serv
         assert any(f"{c['field']}: {c['message']}".startswith(cause) for c in status["details"]["causes"]), status
     resp = await served.http.post(f"{NS}/pods", json=pod(activeDeadlineSeconds=30, hostname="h", subdomain="s"))
     assert resp.status_code == 201, resp.text
+
+
+async def test_access_reviews_selectors_are_validated_as_upstream(served: Served) -> None:
+    # a raw selector beside requirements, an empty selector, an In without values were allowed
+    def review(resource: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": {"user": "bob", "resourceAttributes": {"verb": "list", "resource": "pods", **resource}}}
+
+    at = "spec.resourceAttributes"
+    bad = [
+        ({"fieldSelector": {"rawSelector": "a==b", "requirements": [{"key": "a", "operator": "In", "values": ["b"]}]}},
+         f'{at}.fieldSelector.rawSelector: Invalid value: "a==b": may not specified at the same time as requirements'),
+        ({"labelSelector": {}}, f"{at}.labelSelector.requirements: Required value: when {at}.labelSelector is "
+                                "specified, requirements or rawSelector is required"),
+        ({"fieldSelector": {"requirements": [{"key": "a", "operator": "In"}]}},
+         f"{at}.fieldSelector.requirements[0].values: Required value: must be specified when `operator` is 'In' or "
+         "'NotIn'"),
+    ]
+    for resource, cause in bad:
+        resp = await served.http.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review(resource))
+        status = assert_status(resp, 422, "Invalid")
+        assert cause in [f"{c['field']}: {c['message']}" for c in status["details"]["causes"]], status
+    # an operator this server does not know is a newer client's: allowed, as upstream
+    resp = await served.http.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review(
+        {"labelSelector": {"requirements": [{"key": "a", "operator": "Newer"}]}}))
+    assert resp.status_code == 201, resp.text
