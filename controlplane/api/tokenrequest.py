@@ -334,6 +334,19 @@ def _invalid(name: str, causes: list[dict[str, str]]) -> ApiError:
                     if name else {"group": "authentication.k8s.io", "kind": "TokenRequest", "causes": causes})
 
 
+def _undecodable(value: Any, field: str, go_type: str) -> ApiError:
+    """A spec field of another JSON type, in the words of Go's decoder (a 400, not a 422)."""
+    if isinstance(value, bool):
+        kind = "bool"
+    elif isinstance(value, int) and go_type == "int64":
+        kind = f"number {value}"  # (past int64)
+    else:
+        kind = {str: "string", list: "array", dict: "object", float: "number"}.get(type(value), "number")
+    return ApiError.bad_request(f'TokenRequest in version "v1" cannot be handled as a TokenRequest: json: cannot '
+                                f"unmarshal {kind} into Go struct field TokenRequestSpec.spec.{field} of type "
+                                f"{go_type}")
+
+
 def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any,
                   bound_claims: dict[str, Any] | None = None, sign: bool = True) -> dict[str, Any]:
     """The TokenRequest answered for ``account`` (the stored ServiceAccount), from the request ``body``;
@@ -356,6 +369,8 @@ def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any,
                                               f"{field} if specified"}])
     seconds = spec.get("expirationSeconds")
     seconds = DEFAULT_SECONDS if seconds is None else seconds
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or not -2**63 <= seconds < 2**63:
+        raise _undecodable(seconds, "expirationSeconds", "int64")
     causes = []
     if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < MIN_SECONDS:
         causes.append({"reason": "FieldValueInvalid", "field": "spec.expirationSeconds",
@@ -370,8 +385,11 @@ def token_request(issuer: TokenIssuer, account: dict[str, Any], body: Any,
     if causes:  # upstream's NewInvalid names no object here: `TokenRequest.authentication.k8s.io "" is invalid`
         raise _invalid("", causes)
     given = spec.get("audiences")
-    if given is not None and (not isinstance(given, list) or not all(isinstance(a, str) for a in given)):
-        raise ApiError.bad_request("spec.audiences must be a list of strings")
+    if given is not None and not isinstance(given, list):
+        raise _undecodable(given, "audiences", "[]string")
+    for audience in given or ():
+        if not isinstance(audience, str):
+            raise _undecodable(audience, "audiences", "string")
     audiences = list(given or ()) or list(issuer.audiences)
     if sign and issuer.max_seconds and seconds > issuer.max_seconds:
         add_warning(f"requested expiration of {seconds} seconds shortened to {issuer.max_seconds} seconds")

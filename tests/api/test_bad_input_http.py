@@ -213,3 +213,21 @@ async def test_access_reviews_selectors_are_validated_as_upstream(served: Served
     resp = await served.http.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review(
         {"labelSelector": {"requirements": [{"key": "a", "operator": "Newer"}]}}))
     assert resp.status_code == 201, resp.text
+
+
+async def test_a_token_requests_fields_of_another_type_are_a_400_as_gos_decoder_says(served: Served) -> None:
+    # expirationSeconds "x" was the 422 of a too-short duration, 2^63 the 422 of a too-long one
+    await served.client.create(f"{NS}/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                          "metadata": {"name": "sa"}})
+    prefix = ('TokenRequest in version "v1" cannot be handled as a TokenRequest: json: cannot unmarshal '
+              "{} into Go struct field TokenRequestSpec.spec.{}")
+    for spec, words in (({"expirationSeconds": "x"}, ("string", "expirationSeconds of type int64")),
+                        ({"expirationSeconds": 2**63}, (f"number {2**63}", "expirationSeconds of type int64")),
+                        ({"expirationSeconds": 1.5}, ("number", "expirationSeconds of type int64")),
+                        ({"audiences": [5]}, ("number", "audiences of type string"))):
+        resp = await served.http.post(f"{NS}/serviceaccounts/sa/token", json={
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+        assert assert_status(resp, 400, "BadRequest")["message"] == prefix.format(*words)
+    resp = await served.http.post(f"{NS}/serviceaccounts/sa/token", json={
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 60}})
+    assert_status(resp, 422, "Invalid")
