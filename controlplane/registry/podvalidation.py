@@ -27,7 +27,6 @@ Label keys are checked as 1.37's ``content.IsLabelKey`` words them (``bytes``, n
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 from typing import Any, TypeGuard
 
 from ..quantity import QuantityError, parse_quantity
@@ -355,13 +354,15 @@ _VALID_RESOURCE_NAMES: set[str] = set()
 _CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
 
-def _resource_name(name: str, field: str, causes: Causes) -> bool:
-    """``validateContainerResourceName``: a qualified name; a standard container resource
-    (cpu, memory, ephemeral-storage, hugepages-<size>) unless prefixed, an extended one
-    unless native. Whether it is an extended resource (its quantities whole)."""
+def _resource_name(name: str, at: str, kind: str, causes: Causes) -> bool:
+    """``validateContainerResourceName`` of a name in the ``kind`` (limits or requests) of
+    the container at ``at``: a qualified name; a standard container resource (cpu, memory,
+    ephemeral-storage, hugepages-<size>) unless prefixed, an extended one unless native.
+    Whether it is an extended resource (its quantities whole)."""
     extended = "/" in name and "kubernetes.io/" not in name
     if name in _VALID_RESOURCE_NAMES:
         return extended
+    field = f"{at}.resources.{kind}[{name}]"
     from .quota import is_standard_resource_name  # (quota's imports come back here)
 
     problems = label_key_problems(name)
@@ -382,20 +383,23 @@ def _resource_name(name: str, field: str, causes: Causes) -> bool:
     return extended
 
 
-def _resource_value(name: Any, value: Any, field: str, causes: Causes) -> Fraction | None:
+def _resource_entry(name: Any, value: Any, at: str, kind: str, causes: Causes) -> None:
     """One entry of a container's limits or requests: its name, and its quantity as
-    ``ValidateResourceQuantityValue`` takes it (not negative, whole for an extended resource);
-    the quantity's value, None if it does not parse (the decoding's 400 said so)."""
-    extended = _resource_name(name, field, causes) if isinstance(name, str) else False
+    ``ValidateResourceQuantityValue`` takes it (not negative, whole for an extended resource).
+    A quantity that does not parse was the decoding's 400; one of no minus sign is not
+    negative, and is not parsed for it (every pod create has a few)."""
+    extended = _resource_name(name, at, kind, causes) if type(name) is str else False
+    if type(value) is str and "-" not in value and not extended:
+        return
+    field = f"{at}.resources.{kind}[{name}]"
     try:
         amount = parse_quantity(value)
     except QuantityError:
-        return None
+        return
     if amount < 0:
         causes.append(invalid(field, _quantity(value), "must be greater than or equal to 0"))
     if extended and amount.denominator != 1:
         causes.append(invalid(field, _quantity(value), "must be an integer"))
-    return amount
 
 
 def _resources(resources: Any, at: str, causes: Causes, pod_level: bool = False) -> None:
@@ -409,29 +413,36 @@ def _resources(resources: Any, at: str, causes: Causes, pod_level: bool = False)
     limits = limits if isinstance(limits, dict) else {}
     if not requests and not limits:
         return
-    path = f"{at}.resources"
-    limit_values = {name: _resource_value(name, quantity, f"{path}.limits[{name}]", causes)
-                    for name, quantity in limits.items()}
+    plain = _VALID_RESOURCE_NAMES  # (a known name of no domain, a quantity of no minus sign: nothing to check)
+    for name, quantity in limits.items():
+        if name not in plain or "/" in name or type(quantity) is not str or "-" in quantity:
+            _resource_entry(name, quantity, at, "limits", causes)
     for resource, quantity in requests.items():
-        request_value = _resource_value(resource, quantity, f"{path}.requests[{resource}]", causes)
+        if resource not in plain or "/" in resource or type(quantity) is not str or "-" in quantity:
+            _resource_entry(resource, quantity, at, "requests", causes)
         limit = limits.get(resource)
         if limit is None:
-            if not _overcommittable(resource):
-                causes.append(required(f"{path}.limits", "Limit must be set for non overcommitable resources"))
+            if resource not in _CONTAINER_RESOURCES and not _overcommittable(resource):
+                causes.append(required(f"{at}.resources.limits", "Limit must be set for non overcommitable "
+                                       "resources"))
             continue
-        limit_value = limit_values.get(resource)
-        if request_value is None or limit_value is None or request_value == limit_value:
+        if limit == quantity:
+            continue
+        try:
+            request_value, limit_value = parse_quantity(quantity), parse_quantity(limit)
+        except QuantityError:
+            continue  # (the decoding's 400)
+        if request_value == limit_value:
             continue
         if not _overcommittable(resource):
-            causes.append(invalid(f"{path}.requests", _quantity(quantity),
+            causes.append(invalid(f"{at}.resources.requests", _quantity(quantity),
                                   f"must be equal to {resource} limit of {_quantity(limit)}"))
         elif request_value > limit_value:
-            causes.append(invalid(f"{path}.requests", _quantity(quantity),
+            causes.append(invalid(f"{at}.resources.requests", _quantity(quantity),
                                   f"must be less than or equal to {resource} limit of {_quantity(limit)}"))
-    named = (*limits, *requests)
-    if not pod_level and any(str(n).startswith("hugepages-") for n in named) \
-            and not any(n in ("cpu", "memory") for n in named):
-        causes.append(forbidden(path, "HugePages require cpu or memory"))
+    if not pod_level and "cpu" not in limits and "memory" not in limits and "cpu" not in requests \
+            and "memory" not in requests and any(str(n).startswith("hugepages-") for n in (*limits, *requests)):
+        causes.append(forbidden(f"{at}.resources", "HugePages require cpu or memory"))
 
 
 def _quantity(value: Any) -> str:
