@@ -19,7 +19,13 @@ import orjson
 from .causes import duplicate, forbidden, invalid, not_supported, required
 from .disruption import selector_matches
 from .jobvalidation import job_policy_causes
-from .podvalidation import dns_label_problems, port_name_problems, subdomain_problems, template_causes
+from .podvalidation import (
+    dns_label_problems,
+    label_key_problems,
+    port_name_problems,
+    subdomain_problems,
+    template_causes,
+)
 from .rollingupdate import daemon_set_strategy_causes, deployment_rolling_update_causes
 from .statefulsetvalidation import stateful_set_spec_causes
 from .workloads import default_claim_templates
@@ -357,11 +363,55 @@ def service_causes(svc: Obj) -> Causes:
     if affinity not in _AFFINITIES:
         causes.append(required("spec.sessionAffinity") if not affinity
                       else not_supported("spec.sessionAffinity", affinity, _AFFINITIES))
+    elif affinity == "ClientIP":
+        causes += _affinity_timeout(spec.get("sessionAffinityConfig"))
     if kind not in _SERVICE_TYPES:
         causes.append(required("spec.type") if not kind else not_supported("spec.type", kind, _SERVICE_TYPES))
+    causes += _traffic_and_family_causes(spec, kind)
     health_check = spec.get("healthCheckNodePort")
     if health_check and not _needs_health_check(spec):
         causes.append(invalid("spec.healthCheckNodePort", health_check, _HEALTH_CHECK_ONLY))
+    return causes
+
+
+_MAX_AFFINITY_SECONDS = 86400  # upstream's MaxClientIPServiceAffinitySeconds
+_FAMILIES = ("IPv4", "IPv6")
+_FAMILY_POLICIES = ("PreferDualStack", "RequireDualStack", "SingleStack")
+_TRAFFIC_POLICIES = ("Cluster", "Local")
+
+
+def _affinity_timeout(config: Any) -> Causes:
+    """``validateClientIPAffinityConfig`` (the defaults fill in a missing timeout)."""
+    client = config.get("clientIP") if isinstance(config, dict) else None
+    timeout = client.get("timeoutSeconds") if isinstance(client, dict) else None
+    if isinstance(timeout, int) and not 0 < timeout <= _MAX_AFFINITY_SECONDS:
+        return [invalid("spec.sessionAffinityConfig.clientIP.timeoutSeconds", timeout,
+                        f"must be greater than 0 and less than {_MAX_AFFINITY_SECONDS}")]
+    return []
+
+
+def _traffic_and_family_causes(spec: Obj, kind: Any) -> Causes:
+    """The enums of ``ValidateService`` the defaults do not make up: IP families and their
+    policy, the internal traffic policy, an external one only where traffic comes from
+    outside (validateServiceExternalTrafficPolicy)."""
+    causes: Causes = []
+    families = spec.get("ipFamilies")
+    for i, family in enumerate(families if isinstance(families, list) else ()):
+        if family not in _FAMILIES:
+            causes.append(not_supported(f"spec.ipFamilies[{i}]", family, _FAMILIES))
+    policy = spec.get("ipFamilyPolicy")
+    if policy is not None and policy not in _FAMILY_POLICIES:
+        causes.append(not_supported("spec.ipFamilyPolicy", policy, _FAMILY_POLICIES))
+    internal = spec.get("internalTrafficPolicy")
+    if internal is not None and internal not in _TRAFFIC_POLICIES:
+        causes.append(not_supported("spec.internalTrafficPolicy", internal, _TRAFFIC_POLICIES))
+    external = spec.get("externalTrafficPolicy")
+    if external:
+        if kind not in ("NodePort", "LoadBalancer") and not spec.get("externalIPs"):
+            causes.append(invalid("spec.externalTrafficPolicy", external,
+                                  "may only be set for externally-accessible services"))
+        elif external not in _TRAFFIC_POLICIES:
+            causes.append(not_supported("spec.externalTrafficPolicy", external, _TRAFFIC_POLICIES))
     return causes
 
 
@@ -391,6 +441,9 @@ def _service_port(p: Obj, at: str, several: bool, names: set[str]) -> Causes:
             causes.append(invalid(f"{at}.targetPort", target, _PORT_RANGE))
     elif isinstance(target, str) and target:
         causes += [invalid(f"{at}.targetPort", target, m) for m in port_name_problems(target)]
+    app_protocol = p.get("appProtocol")
+    if isinstance(app_protocol, str) and app_protocol:  # validateAppProtocol: a qualified name
+        causes += [invalid(f"{at}.appProtocol", app_protocol, m) for m in label_key_problems(app_protocol)]
     return causes
 
 

@@ -231,3 +231,42 @@ async def test_a_token_requests_fields_of_another_type_are_a_400_as_gos_decoder_
     resp = await served.http.post(f"{NS}/serviceaccounts/sa/token", json={
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 60}})
     assert_status(resp, 422, "Invalid")
+
+
+async def test_a_services_families_policies_and_app_protocols_are_validated(served: Served) -> None:
+    # ipFamilies ["IPv7"], ipFamilyPolicy "Bogus" and internalTrafficPolicy "Bogus" were stored beside
+    # the IPv4 address the allocator gave, an affinity timeout of 0 and a ClusterIP's external policy too
+    def svc(spec: dict[str, Any], ports: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                "spec": {"ports": ports or [{"port": 80}], **spec}}
+
+    bad = [
+        (svc({"ipFamilies": ["IPv7"]}), 'spec.ipFamilies[0]: Unsupported value: "IPv7": supported values: "IPv4", '
+                                        '"IPv6"'),
+        (svc({"ipFamilyPolicy": "Bogus"}), 'spec.ipFamilyPolicy: Unsupported value: "Bogus": supported values: '
+                                           '"PreferDualStack", "RequireDualStack", "SingleStack"'),
+        (svc({"internalTrafficPolicy": "Bogus"}), 'spec.internalTrafficPolicy: Unsupported value: "Bogus": supported '
+                                                  'values: "Cluster", "Local"'),
+        (svc({"externalTrafficPolicy": "Local"}), 'spec.externalTrafficPolicy: Invalid value: "Local": may only be set '
+                                                  "for externally-accessible services"),
+        (svc({"type": "NodePort", "externalTrafficPolicy": "Bogus"}),
+         'spec.externalTrafficPolicy: Unsupported value: "Bogus": supported values: "Cluster", "Local"'),
+        (svc({"sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 0}}}),
+         "spec.sessionAffinityConfig.clientIP.timeoutSeconds: Invalid value: 0: must be greater than 0 and less than "
+         "86400"),
+        (svc({}, [{"port": 80, "appProtocol": "bad proto!"}]),
+         'spec.ports[0].appProtocol: Invalid value: "bad proto!"'),
+    ]
+    for body, cause in bad:
+        status = assert_status(await served.http.post(f"{NS}/services", json=body), 422, "Invalid")
+        assert any(f"{c['field']}: {c['message']}".startswith(cause) for c in status["details"]["causes"]), status
+    assert (await served.http.get(f"{NS}/services/s")).status_code == 404
+    resp = await served.http.post(f"{NS}/services", json=svc(
+        {"type": "NodePort", "externalTrafficPolicy": "Local", "ipFamilies": ["IPv4"]},
+        [{"port": 80, "appProtocol": "kubernetes.io/h2c"}]))
+    assert resp.status_code == 201, resp.text
+    # a NodePort made a ClusterIP loses its external policy, as upstream's strategy drops it
+    resp = await served.http.patch(f"{NS}/services/s", json={"spec": {"type": "ClusterIP"}},
+                                   headers={"Content-Type": "application/merge-patch+json"})
+    assert resp.status_code == 200, resp.text
+    assert "externalTrafficPolicy" not in resp.json()["spec"]
