@@ -125,6 +125,20 @@ def _deployment_strategy(strategy: Any) -> Causes:
              "message": f'Unsupported value: {value}: supported values: "Recreate", "RollingUpdate"'}]
 
 
+_CONCURRENCY_POLICIES = ("Allow", "Forbid", "Replace")
+
+
+def _cron_job_causes(spec: Obj) -> Causes:
+    """``ValidateCronJobSpec``'s own fields: a known concurrency policy, a starting deadline
+    and history limits not negative."""
+    policy = spec.get("concurrencyPolicy")
+    causes = [] if policy in _CONCURRENCY_POLICIES else [
+        required("spec.concurrencyPolicy") if not policy
+        else not_supported("spec.concurrencyPolicy", policy, _CONCURRENCY_POLICIES)]
+    return causes + _counts(spec, ("startingDeadlineSeconds", "successfulJobsHistoryLimit",
+                                   "failedJobsHistoryLimit"), "spec")
+
+
 def _spec_causes(plural: str, spec: Obj, old_spec: Obj | None) -> Causes:
     """What a workload's spec must say (``ValidateDeploymentSpec``, ``ValidateReplicaSetSpec``,
     ``ValidateStatefulSetSpec``, ``ValidateDaemonSetSpec``, ``ValidateJobSpec``,
@@ -135,9 +149,9 @@ def _spec_causes(plural: str, spec: Obj, old_spec: Obj | None) -> Causes:
     if plural == "cronjobs":
         job = (spec.get("jobTemplate") or {}).get("spec")
         if not isinstance(job, dict):
-            return []
+            return _cron_job_causes(spec)
         old_job = ((old_spec or {}).get("jobTemplate") or {}).get("spec")
-        return _counts(job, _JOB_COUNTS, "spec.jobTemplate.spec") + \
+        return _cron_job_causes(spec) + _counts(job, _JOB_COUNTS, "spec.jobTemplate.spec") + \
             template_causes("jobs", job, "spec.jobTemplate.spec", old_job if isinstance(old_job, dict) else None) + \
             job_policy_causes(job, "spec.jobTemplate.spec")
     if plural == "statefulsets":
@@ -148,6 +162,12 @@ def _spec_causes(plural: str, spec: Obj, old_spec: Obj | None) -> Causes:
         causes += job_policy_causes(spec, "spec")
     if plural == "deployments":
         causes += _deployment_strategy(spec.get("strategy"))
+        causes += _counts(spec, ("minReadySeconds", "revisionHistoryLimit", "progressDeadlineSeconds"), "spec")
+        deadline, ready = spec.get("progressDeadlineSeconds"), spec.get("minReadySeconds") or 0
+        if isinstance(deadline, int) and isinstance(ready, int) and deadline <= ready:
+            causes.append(invalid("spec.progressDeadlineSeconds", deadline, "must be greater than minReadySeconds"))
+    if plural in ("replicasets", "replicationcontrollers"):
+        causes += _counts(spec, ("minReadySeconds",), "spec")
     if plural == "daemonsets":
         causes += _counts(spec, ("minReadySeconds",), "spec")
         causes += daemon_set_strategy_causes(spec.get("updateStrategy"), "spec.updateStrategy")

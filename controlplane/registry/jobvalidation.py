@@ -71,7 +71,10 @@ def job_policy_causes(spec: Obj, path: str) -> Causes:
     """The causes of a (defaulted) Job spec's policies at ``path`` (``spec``, or a CronJob's
     ``spec.jobTemplate.spec``)."""
     causes: Causes = []
-    indexed = spec.get("completionMode") == "Indexed"
+    mode = spec.get("completionMode")
+    indexed = mode == "Indexed"
+    if mode is not None and mode not in ("NonIndexed", "Indexed"):
+        causes.append(not_supported(f"{path}.completionMode", mode, ("NonIndexed", "Indexed")))
     for field in ("backoffLimitPerIndex", "maxFailedIndexes", "ttlSecondsAfterFinished"):
         value = spec.get(field)
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:

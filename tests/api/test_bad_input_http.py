@@ -270,3 +270,46 @@ async def test_a_services_families_policies_and_app_protocols_are_validated(serv
                                    headers={"Content-Type": "application/merge-patch+json"})
     assert resp.status_code == 200, resp.text
     assert "externalTrafficPolicy" not in resp.json()["spec"]
+
+
+async def test_workload_counts_and_enums_are_validated_as_upstream(served: Served) -> None:
+    # a Deployment's negative minReadySeconds and progress deadline, a CronJob's concurrency
+    # policy "Bogus" and negative history limits, a Job's completion mode "Bogus" were stored
+    template = {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    job_spec = {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}
+
+    def deployment(**spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w"},
+                "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": template, **spec}}
+
+    def cron_job(**spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "w"},
+                "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": job_spec}, **spec}}
+
+    deployments = "/apis/apps/v1/namespaces/default/deployments"
+    cron_jobs = "/apis/batch/v1/namespaces/default/cronjobs"
+    bad = [
+        (deployments, deployment(minReadySeconds=-1), "spec.minReadySeconds: Invalid value: -1: must be greater than "
+                                                      "or equal to 0"),
+        (deployments, deployment(revisionHistoryLimit=-1), "spec.revisionHistoryLimit: Invalid value: -1: must be "
+                                                           "greater than or equal to 0"),
+        (deployments, deployment(progressDeadlineSeconds=5, minReadySeconds=5),
+         "spec.progressDeadlineSeconds: Invalid value: 5: must be greater than minReadySeconds"),
+        (cron_jobs, cron_job(concurrencyPolicy="Bogus"), 'spec.concurrencyPolicy: Unsupported value: "Bogus": '
+                                                         'supported values: "Allow", "Forbid", "Replace"'),
+        (cron_jobs, cron_job(successfulJobsHistoryLimit=-1), "spec.successfulJobsHistoryLimit: Invalid value: -1: "
+                                                             "must be greater than or equal to 0"),
+        (cron_jobs, cron_job(startingDeadlineSeconds=-1), "spec.startingDeadlineSeconds: Invalid value: -1: must be "
+                                                          "greater than or equal to 0"),
+        ("/apis/batch/v1/namespaces/default/jobs",
+         {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "w"}, "spec": {**job_spec,
+                                                                                       "completionMode": "Bogus"}},
+         'spec.completionMode: Unsupported value: "Bogus": supported values: "NonIndexed", "Indexed"'),
+    ]
+    for path, body, cause in bad:
+        status = assert_status(await served.http.post(path, json=body), 422, "Invalid")
+        assert cause in [f"{c['field']}: {c['message']}" for c in status["details"]["causes"]], status
+    resp = await served.http.post(deployments, json=deployment(minReadySeconds=5, progressDeadlineSeconds=60))
+    assert resp.status_code == 201, resp.text
+    resp = await served.http.post(cron_jobs, json=cron_job(concurrencyPolicy="Forbid", failedJobsHistoryLimit=0))
+    assert resp.status_code == 201, resp.text
