@@ -41,6 +41,7 @@ from store import EventType, Store
 from ..registry import Registry, ResourceType
 from ..registry.crd import (
     CLEANUP_FINALIZER,
+    accepted_names_problems,
     condition_true,
     established,
     problems,
@@ -192,6 +193,8 @@ class CustomResourceDefinitions:
         write to ``/status`` keeps the status written)."""
         set_defaults(crd)
         causes = problems(crd, old)
+        if subresource == "status":  # (other writes keep the status the server sets)
+            causes += accepted_names_problems(crd)
         if causes:
             raise ApiError.invalid(self.type, crd.get("metadata", {}).get("name", ""), causes)
         if subresource != "status":

@@ -31,8 +31,8 @@ from .types import ResourceType
 from .versions import priority
 from .webhookclient import service_causes, url_causes
 
-__all__ = ["CLEANUP_FINALIZER", "GROUP", "condition_true", "established", "problems", "served_types",
-           "set_defaults", "set_status", "stored_version_problems", "terminate"]
+__all__ = ["CLEANUP_FINALIZER", "GROUP", "accepted_names_problems", "condition_true", "established", "problems",
+           "served_types", "set_defaults", "set_status", "stored_version_problems", "terminate"]
 
 GROUP = "apiextensions.k8s.io"
 CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
@@ -255,6 +255,30 @@ def _names_problems(names: Obj) -> list[Cause]:
         _dns1035(f"spec.names.shortNames[{i}]", short, causes)
     for i, category in enumerate(_list(names.get("categories"))):
         _dns1035(f"spec.names.categories[{i}]", category, causes)
+    return causes
+
+
+def accepted_names_problems(crd: Obj) -> list[Cause]:
+    """``ValidateCustomResourceDefinitionStatus``: the accepted names a status write gives
+    are names (each one said checked as the spec's are; none required). A plural "BAD!"
+    written there was served as the resource's path."""
+    names = _dict(_dict(crd.get("status")).get("acceptedNames"))
+    causes: list[Cause] = []
+    for field in ("plural", "singular"):
+        value = names.get(field)
+        if value:
+            _dns1035(f"status.acceptedNames.{field}", value, causes)
+    for field in ("kind", "listKind"):
+        value = names.get(field)
+        if value and (not isinstance(value, str) or not DNS1035_LABEL.match(value.lower())):
+            causes.append(_invalid(f"status.acceptedNames.{field}", value, "may have mixed case, but should "
+                                   "otherwise match: [a-z]([-a-z0-9]*[a-z0-9])?"))
+    for field in ("shortNames", "categories"):
+        for i, value in enumerate(_list(names.get(field))):
+            _dns1035(f"status.acceptedNames.{field}[{i}]", value, causes)
+    if names.get("kind") and names.get("kind") == names.get("listKind"):
+        causes.append(_invalid("status.acceptedNames.listKind", names["listKind"],
+                               "kind and listKind may not be the same"))
     return causes
 
 

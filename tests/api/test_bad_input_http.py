@@ -4,6 +4,7 @@ was stored before left as it was."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -313,3 +314,22 @@ async def test_workload_counts_and_enums_are_validated_as_upstream(served: Serve
     assert resp.status_code == 201, resp.text
     resp = await served.http.post(cron_jobs, json=cron_job(concurrencyPolicy="Forbid", failedJobsHistoryLimit=0))
     assert resp.status_code == 201, resp.text
+
+
+async def test_a_crd_status_write_may_not_accept_names_that_are_no_names(served: Served) -> None:
+    # acceptedNames.plural "BAD!" written through /status was served as the resource's path:
+    # discovery listed "BAD!" and the custom resources' URL answered 404
+    good = {"type": "array", "items": {"type": "string"}}
+    resp = await served.http.post(CRDS, json=widget_crd(good))
+    assert resp.status_code == 201, resp.text
+    resp = await served.http.patch(f"{CRDS}/widgets.fz.io/status", json={"status": {"acceptedNames": {
+        "plural": "BAD!", "kind": "Widget"}}}, headers={"Content-Type": "application/merge-patch+json"})
+    status = assert_status(resp, 422, "Invalid")
+    assert [c["field"] for c in status["details"]["causes"]] == ["status.acceptedNames.plural"]
+    for _ in range(50):  # the CRD established, its resources are still served under their plural
+        if (await served.http.get("/apis/fz.io/v1/namespaces/default/widgets")).status_code == 200:
+            break
+        await asyncio.sleep(0.1)
+    assert (await served.http.get("/apis/fz.io/v1/namespaces/default/widgets")).status_code == 200
+    crd = (await served.http.get(f"{CRDS}/widgets.fz.io")).json()
+    assert crd["status"]["acceptedNames"]["plural"] == "widgets"
