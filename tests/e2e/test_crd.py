@@ -803,6 +803,7 @@ spec:
                 x-kubernetes-list-map-keys: [name]
                 items:
                   type: object
+                  required: [name]
                   properties:
                     name: {type: string}
                     port: {type: integer, x-kubernetes-validations: [{rule: "self == oldSelf", message: fixed}]}
