@@ -138,8 +138,13 @@ def prepare_claim(pvc: Obj, old: Obj | None) -> Causes:
             or (old_spec.get("volumeName") and spec.get("volumeName") != old_spec.get("volumeName")):
         causes.append(forbidden("spec", "spec is immutable after creation except resources.requests and "
                                          "volumeAttributesClassName for bound claims"))
+    # Only a shrink is checked: a claim bound to a volume larger than it asked for (5Gi for 1Gi)
+    # keeps its request, and its labels can still be patched. With RecoverVolumeExpansionFailure
+    # (GA) a shrink may go back down to just above the capacity recorded in the status.
+    previous = storage_of((old_spec.get("resources") or {}).get("requests"), "spec.resources.requests")
     capacity = storage_of(((old.get("status") or {}).get("capacity")), "status.capacity")
-    if requested is not None and capacity is not None and requested < capacity:
+    if requested is not None and previous is not None and requested < previous \
+            and capacity is not None and requested <= capacity:
         causes.append(forbidden("spec.resources.requests.storage", "field can not be less than status.capacity"))
     return causes
 

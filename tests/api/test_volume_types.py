@@ -94,3 +94,23 @@ async def test_a_storage_class_is_defaulted_and_its_parameters_are_fixed(client:
     with pytest.raises(ApiError) as e:
         await client.create(CLASSES, {"metadata": {"name": "none"}})
     assert e.value.code == 422 and "provisioner: Required value" in e.value.message
+
+
+async def test_a_claim_bound_to_a_larger_volume_keeps_its_request_and_shrinks_only_above_its_capacity(
+        client: Client) -> None:
+    """Upstream's ValidatePersistentVolumeClaimUpdate checks the size only when the request
+    shrinks (RecoverVolumeExpansionFailure): not below or at status.capacity."""
+    await client.create(PVCS, claim("small", storage="1Gi"))
+    await client.patch(f"{PVCS}/small/status", {"status": {"phase": "Bound", "capacity": {"storage": "5Gi"}}})
+    labelled = await client.patch(f"{PVCS}/small", {"metadata": {"labels": {"team": "a"}}})
+    assert labelled["metadata"]["labels"] == {"team": "a"}
+    assert labelled["spec"]["resources"]["requests"]["storage"] == "1Gi"
+
+    await client.create(PVCS, claim("grown", storage="3Gi"))
+    await client.patch(f"{PVCS}/grown/status", {"status": {"phase": "Bound", "capacity": {"storage": "2Gi"}}})
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{PVCS}/grown", {"spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+    assert e.value.code == 422
+    assert "spec.resources.requests.storage: Forbidden: field can not be less than status.capacity" in e.value.message
+    back = await client.patch(f"{PVCS}/grown", {"spec": {"resources": {"requests": {"storage": "2500Mi"}}}})
+    assert back["spec"]["resources"]["requests"]["storage"] == "2500Mi"
