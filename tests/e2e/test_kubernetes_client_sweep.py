@@ -55,8 +55,8 @@ def api(served: Serve) -> Iterator[client.ApiClient]:
 def _path(cls: type, method: str) -> str | None:
     """The request path a generated method sends, from its ``_<method>_serialize`` helper."""
     helper = getattr(cls, f"_{method}_serialize", None)
-    found = re.findall(r"resource_path='([^']+)'", inspect.getsource(helper)) if helper else []
-    return found[0] if found else None
+    found = re.search(r"resource_path='([^']+)'", inspect.getsource(helper)) if helper else None
+    return found.group(1) if found else None
 
 
 def _api_classes() -> Iterator[tuple[str, type]]:
@@ -240,9 +240,10 @@ def test_every_served_resource_lists_and_reads_through_the_typed_client(populate
 def test_the_client_bugs_are_nulls_upstream_serves(populated: client.ApiClient) -> None:
     """What the client refuses is what kube-apiserver sends: a CSINode without drivers has
     ``drivers: null``; an event written through core/v1 has no eventTime."""
-    nodes = client.StorageV1Api(populated).list_csi_node(_preload_content=False)
+    nodes: Any = client.StorageV1Api(populated).list_csi_node(_preload_content=False)  # the raw answer
     assert [n["spec"] for n in orjson.loads(nodes.data)["items"]] == [{"drivers": None}]
-    events = orjson.loads(client.EventsV1Api(populated).list_namespaced_event(NS, _preload_content=False).data)["items"]
+    raw: Any = client.EventsV1Api(populated).list_namespaced_event(NS, _preload_content=False)
+    events = orjson.loads(raw.data)["items"]
     assert any(e.get("eventTime") is None for e in events) and any(e.get("eventTime") for e in events)
     assert client.EventsV1Api(populated).read_namespaced_event("ev", NS).event_time is not None
 
