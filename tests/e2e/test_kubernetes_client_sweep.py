@@ -1,7 +1,9 @@
 """The official ``kubernetes`` client's typed API over every resource the server serves: each
 ``list_*`` of every ``*Api`` class whose resource discovery lists, then each ``read_*`` of the
 objects listed (the object and its subresources), deserialised into the client's models. A field
-of the wrong type, a required field left out, an unknown enum or an unparsable date fails here.
+of the wrong type, a required field left out or an unparsable date fails there; a field the
+client's API does not know, which its models drop without a word, is found by comparing each list
+with its raw JSON. (The models do not check enum values.)
 
 Two failures are the client's own: its models require fields that kube-apiserver serves as null
 (``KNOWN_CLIENT_BUGS``); those are checked to be exactly that, the raw answer as upstream's."""
@@ -179,6 +181,20 @@ def _bound_claim(api: client.ApiClient) -> None:
           "the claim bound")
 
 
+def _unknown_fields(raw: Any, typed: Any, at: str = "") -> Iterator[str]:
+    """The paths of fields in ``raw`` (the JSON answer) that the typed model dropped."""
+    if isinstance(raw, dict) and isinstance(typed, dict):
+        for key, value in raw.items():
+            if key not in typed:
+                if value is not None:
+                    yield f"{at}.{key}"
+            elif key != "fieldsV1":  # free-form
+                yield from _unknown_fields(value, typed[key], f"{at}.{key}")
+    elif isinstance(raw, list) and isinstance(typed, list):
+        for a, b in zip(raw, typed, strict=False):
+            yield from _unknown_fields(a, b, f"{at}[]")
+
+
 def _known_client_bug(e: Exception) -> bool:
     """The client's model refusing a null its upstream API serves (``KNOWN_CLIENT_BUGS``)."""
     if not isinstance(e, pydantic.ValidationError) or e.title not in KNOWN_CLIENT_BUGS:
@@ -216,6 +232,11 @@ def test_every_served_resource_lists_and_reads_through_the_typed_client(populate
                     failures.append(f"{name}.{method}: {e}")
                 continue
             lists += 1
+            raw: Any = getattr(inst, method)(_preload_content=False)
+            typed = populated.sanitize_for_serialization(items)
+            dropped = {p for a, b in zip(orjson.loads(raw.data)["items"], typed, strict=False)
+                       for p in _unknown_fields(a, b)}
+            failures.extend(f"{name}.{method}: the client does not know {p}" for p in sorted(dropped))
             namespaced = method.endswith("_for_all_namespaces")
             scope = "/namespaces/{namespace}/" if namespaced else "/"
             item_path = f"{path.rsplit('/', 1)[0]}{scope}{resource}/{{name}}"
