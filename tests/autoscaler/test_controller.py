@@ -701,8 +701,11 @@ async def test_a_requirement_with_several_values_gives_the_node_one(client: Clie
     assert labels["example.com/team"] in ("x", "z") and int(labels["example.com/gen"]) > 2
     assert "example.com/any" in labels and claim["metadata"]["labels"]["example.com/team"] == labels[
         "example.com/team"]
-    # Karpenter's Nominated event on the pod
-    assert await _events(client, "p", "Nominated") == [f"Pod should schedule on: nodeclaim/{claim['metadata']['name']}"]
+    # Karpenter's Nominated event on the pod (and, if a later round still found it pending with
+    # the node registered, one naming the node too)
+    nominated = await _events(client, "p", "Nominated")
+    said = f"Pod should schedule on: nodeclaim/{claim['metadata']['name']}"
+    assert said in nominated and set(nominated) <= {said, f"{said}, node/{node['metadata']['name']}"}, nominated
 
 
 async def test_the_templates_labels_and_annotations_reach_the_node(client: Client, scaler: Autoscaler) -> None:

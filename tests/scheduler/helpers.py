@@ -27,6 +27,11 @@ def pod(name: str, cpu: str | None = "100m", memory: str | None = "128Mi", names
     container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
     if requests:
         container["resources"] = {"requests": requests}
+        # an extended resource (nvidia.com/gpu) cannot be overcommitted: its limit is its request,
+        # as upstream's validation requires
+        extended = {k: v for k, v in requests.items() if "/" in k}
+        if extended:
+            container["resources"]["limits"] = extended
     s: dict[str, Any] = {"containers": [container], **spec}
     if priority is not None:
         s["priority"] = priority
