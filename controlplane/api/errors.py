@@ -95,8 +95,9 @@ class ApiError(Exception):
     @classmethod
     def invalid(cls, rtype: ResourceType, name: str, causes: list[dict[str, str]]) -> ApiError:
         """422 Invalid as ``NewInvalid`` words it: the qualified kind (``Deployment.apps``), one
-        cause as ``field: message``, several as ``[a: m1, b: m2]``; details name the kind, not the plural."""
-        errs = [f"{c.get('field', '')}: {c.get('message', '')}" for c in causes]
+        cause as ``field: message``, several as ``[a: m1, b: m2]``, each said once (as the aggregate
+        upstream prints, where the causes keep every error); details name the kind, not the plural."""
+        errs = list(dict.fromkeys(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes))
         msg = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
         details = cls._details(rtype, name) | {"kind": rtype.kind, "causes": causes}
         kind = f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind

@@ -30,6 +30,8 @@ from typing import Any
 
 from ..podlevel import pod_level, pod_level_set
 from ..quantity import QuantityError, format_quantity, parse_quantity
+from .causes import invalid, required, show
+from .corevalidation import _integer_resource
 from .podspec import qos_class
 from .volumes import BadQuantity
 
@@ -63,12 +65,140 @@ def _quantities(values: Any, field: str) -> Causes:
 
 
 def prepare_resource_quota(rq: Obj, old: Obj | None) -> Causes:
+    """``ValidateResourceQuota`` (and on an update ``ValidateResourceQuotaUpdate``) of the spec:
+    each ``hard`` name a qualified name, standard unless prefixed and then a quota's standard
+    one; each value not negative and whole for a counted or extended resource; the scopes
+    upstream's, none of them paired with its opposite, each applying to every standard
+    resource named (BestEffort only to ``pods``; the others to pods and their compute
+    resources); the scope selector's expressions likewise, with their operators; and the
+    scopes unchanged by an update. An update that leaves the spec as it was (the quota
+    controller's status writes) is not checked again."""
     spec = _spec(rq)
-    causes = _quantities(spec.get("hard"), "spec.hard")
-    for i, scope in enumerate(spec.get("scopes") or ()):
+    if old is not None and spec == _spec(old):
+        return []
+    hard = spec.get("hard") if isinstance(spec.get("hard"), dict) else {}
+    causes: Causes = []
+    for name in hard:
+        causes += _quota_resource_name_causes(str(name), f"spec.hard[{name}]")
+    causes += _quantities(hard, "spec.hard")
+    for name, value in hard.items():
+        if _integer_resource(str(name)) and parse_quantity(value).denominator != 1:
+            causes.append(invalid(f"spec.hard[{name}]", str(value), "must be an integer"))
+    standard = sorted(n for n in map(str, hard) if _standard_quota_resource(n))
+    scopes = spec.get("scopes")
+    shown = _go_scopes(scopes)
+    named = [str(s) for s in scopes or () if isinstance(s, str)]
+    for scope in named:
         if scope not in SCOPES:
-            causes.append({"reason": "FieldValueNotSupported", "field": f"spec.scopes[{i}]",
-                           "message": f'Unsupported value: "{scope}": unsupported scope'})
+            causes.append(_go_invalid("spec.scopes", shown, "unsupported scope"))
+        causes += [_go_invalid("spec.scopes", shown, "unsupported scope applied to resource")
+                   for n in standard if not _scope_applies(scope, n)]
+    causes += [_go_invalid("spec.scopes", shown, "conflicting scopes")
+               for pair in _OPPOSITE_SCOPES if pair <= set(named)]
+    selector = spec.get("scopeSelector")
+    if isinstance(selector, dict):
+        causes += _scope_selector_causes(selector, standard, shown)
+    if old is not None and set(named) != {str(s) for s in _spec(old).get("scopes") or ()}:
+        causes.append(_go_invalid("spec.scopes", shown, "field is immutable"))
+    return causes
+
+
+_STANDARD_QUOTA_RESOURCES = frozenset((
+    "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory", "requests.storage",
+    "requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage", "pods",
+    "resourcequotas", "services", "replicationcontrollers", "secrets", "persistentvolumeclaims", "configmaps",
+    "services.nodeports", "services.loadbalancers"))
+_POD_QUOTA_RESOURCES = frozenset(("pods", "cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu",
+                                  "limits.memory"))
+_OPPOSITE_SCOPES = ({"BestEffort", "NotBestEffort"}, {"Terminating", "NotTerminating"})
+_EXISTS_ONLY = ("BestEffort", "NotBestEffort", "Terminating", "NotTerminating", "CrossNamespacePodAffinity")
+
+
+def _standard_quota_resource(name: str) -> bool:
+    """``IsStandardQuotaResourceName``: the resources quota tracks by their own names, and hugepages."""
+    return name in _STANDARD_QUOTA_RESOURCES or name.startswith(("hugepages-", "requests.hugepages-"))
+
+
+def _scope_applies(scope: str, resource: str) -> bool:
+    """``IsResourceQuotaScopeValidForResource``: BestEffort counts pods only; the other pod
+    scopes pods and their cpu and memory; any other scope anything."""
+    if scope == "BestEffort":
+        return resource == "pods"
+    if scope in ("Terminating", "NotTerminating", "NotBestEffort", "PriorityClass", "CrossNamespacePodAffinity"):
+        return resource in _POD_QUOTA_RESOURCES
+    return True
+
+
+def _quota_resource_name_causes(name: str, field: str) -> Causes:
+    """``ValidateResourceQuotaResourceName``: ``validateResourceName`` (a qualified name, a
+    standard resource unless prefixed), then, unprefixed, a resource quota tracks."""
+    from .podvalidation import label_key_problems
+
+    problems = label_key_problems(name)
+    if problems:
+        return [invalid(field, name, p) for p in problems]
+    causes: Causes = []
+    if "/" not in name and not is_standard_resource_name(name):
+        causes.append(invalid(field, name, "must be a standard resource type or fully qualified"))
+    if "/" not in name and not _standard_quota_resource(name):
+        causes.append(invalid(field, name, "must be a standard resource for quota"))
+    return causes
+
+
+def _go_invalid(field: str, shown: str, detail: str) -> dict[str, str]:
+    """``field.Invalid`` of a value ``shown`` already as Go's ``%#v`` prints it."""
+    return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {shown}: {detail}"}
+
+
+def _go_strings(type_name: str, values: Any) -> str:
+    """A Go string slice as ``%#v`` prints it: ``T(nil)`` for none, else ``T{"a", "b"}``."""
+    if values is None:
+        return f"{type_name}(nil)"
+    items = values if isinstance(values, list) else [values]
+    return type_name + "{" + ", ".join(show(str(v)) for v in items) + "}"
+
+
+def _go_scopes(scopes: Any) -> str:
+    return _go_strings("[]core.ResourceQuotaScope", scopes)
+
+
+def _scope_selector_causes(selector: Obj, standard: list[str], shown_scopes: str) -> Causes:
+    """``validateScopedResourceSelectorRequirement``: each expression's scope upstream's and
+    applying to the standard resources named, ``Exists`` for the scopes that take no values,
+    values for ``In``/``NotIn`` and none for ``Exists``/``DoesNotExist``; no opposite scopes
+    (that cause shows ``spec.scopes``, as upstream's)."""
+    at = "spec.scopeSelector.matchExpressions"
+    expressions = [e for e in selector.get("matchExpressions") or () if isinstance(e, dict)]
+    whole = "core.ScopeSelector{MatchExpressions:[]core.ScopedResourceSelectorRequirement{" + ", ".join(
+        "core.ScopedResourceSelectorRequirement{" + f"ScopeName:{show(str(e.get('scopeName') or ''))}, "
+        f"Operator:{show(str(e.get('operator') or ''))}, Values:{_go_strings('[]string', e.get('values'))}" + "}"
+        for e in expressions) + "}}"
+    causes: Causes = []
+    names: set[str] = set()
+    for e in expressions:
+        scope, operator, values = str(e.get("scopeName") or ""), str(e.get("operator") or ""), e.get("values")
+        if scope not in SCOPES:
+            causes.append(invalid(f"{at}.scopeName", scope, "unsupported scope"))
+        causes += [_go_invalid(at, whole, "unsupported scope applied to resource")
+                   for n in standard if not _scope_applies(scope, n)]
+        if scope in _EXISTS_ONLY and operator != "Exists":
+            causes.append(invalid(f"{at}.operator", operator, "must be 'Exists' when scope is any of "
+                                  "ResourceQuotaScopeTerminating, ResourceQuotaScopeNotTerminating, "
+                                  "ResourceQuotaScopeBestEffort, ResourceQuotaScopeNotBestEffort or "
+                                  "ResourceQuotaScopeCrossNamespacePodAffinity"))
+        if operator in ("In", "NotIn"):
+            if not values:
+                causes.append(required(f"{at}.values", "must be at least one value when `operator` is 'In' or "
+                                                       "'NotIn' for scope selector"))
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                causes.append(_go_invalid(f"{at}.values", _go_strings("[]string", values),
+                                          "must be no value when `operator` is 'Exist' or 'DoesNotExist' for "
+                                          "scope selector"))
+        else:
+            causes.append(invalid(f"{at}.operator", operator, "not a valid selector operator"))
+        names.add(scope)
+    causes += [_go_invalid(at, shown_scopes, "conflicting scopes") for pair in _OPPOSITE_SCOPES if pair <= names]
     return causes
 
 

@@ -1,0 +1,81 @@
+"""kubectl commands a third sweep against upstream found answered differently, with the real
+kubectl against one ``controlplane serve`` (its controllers and scheduler, no nodes) over a
+socket: ``kubectl create quota`` of hard limits its scopes do not apply to, of names that are
+no quota resource, of counts that are not whole, of opposite scopes, and a change of scopes
+(``ValidateResourceQuota`` and ``ValidateResourceQuotaUpdate``, registry/quota.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl_sweep import failing
+from tests.test_cli import Serve, running, start_serve
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("sweep3"), scheduler=True)) as s:
+        yield s
+
+
+def test_a_quota_is_refused_for_resources_its_scopes_do_not_apply_to(served: Serve) -> None:
+    """BestEffort pods request nothing, so such a quota may count pods only; the other pod
+    scopes pods and their cpu and memory. The error names the scopes as Go prints them, once
+    however many resources it applies to (kube-apiserver's message is its aggregate)."""
+    err = failing(served, "create", "quota", "be", "--hard=cpu=1,memory=1G,pods=10", "--scopes=BestEffort")
+    assert err.strip() == ('error: failed to create quota: ResourceQuota "be" is invalid: spec.scopes: Invalid '
+                           'value: []core.ResourceQuotaScope{"BestEffort"}: unsupported scope applied to resource')
+    err = failing(served, "create", "quota", "term", "--hard=requests.storage=1Gi,count/deployments.apps=2",
+                  "--scopes=Terminating")
+    assert err.strip().endswith('spec.scopes: Invalid value: []core.ResourceQuotaScope{"Terminating"}: '
+                                "unsupported scope applied to resource")
+    # what a scope applies to: pods (and, but for BestEffort, their compute); anything not
+    # a standard resource is not checked
+    assert "created" in kubectl(served, "create", "quota", "be", "--hard=pods=10,example.com/gpu=2",
+                                "--scopes=BestEffort")
+    assert "created" in kubectl(served, "create", "quota", "nt", "--hard=pods=3,requests.cpu=1,limits.memory=1Gi",
+                                "--scopes=NotTerminating")
+
+
+def test_a_quota_names_standard_resources_in_whole_counts_and_no_opposite_scopes(served: Serve) -> None:
+    err = failing(served, "create", "quota", "odd", "--hard=foo=1")
+    assert err.strip() == ('error: failed to create quota: ResourceQuota "odd" is invalid: ['
+                           'spec.hard[foo]: Invalid value: "foo": must be a standard resource type or fully '
+                           'qualified, spec.hard[foo]: Invalid value: "foo": must be a standard resource for quota]')
+    err = failing(served, "create", "quota", "half", "--hard=pods=1.5")
+    assert err.strip().endswith(": must be an integer")
+    assert "spec.hard[pods]: Invalid value: " in err
+    err = failing(served, "create", "quota", "both", "--hard=pods=1", "--scopes=BestEffort,NotBestEffort")
+    assert err.strip().endswith('spec.scopes: Invalid value: []core.ResourceQuotaScope{"BestEffort", '
+                                '"NotBestEffort"}: conflicting scopes')
+    err = failing(served, "create", "quota", "made-up", "--hard=pods=1", "--scopes=Someday")
+    assert err.strip().endswith('spec.scopes: Invalid value: []core.ResourceQuotaScope{"Someday"}: unsupported scope')
+
+
+def test_a_quotas_scopes_do_not_change_and_its_selector_is_checked(served: Serve) -> None:
+    """Its hard limits may change, its scopes not; the quota controller's status writes go on."""
+    kubectl(served, "create", "quota", "fixed", "--hard=pods=1,cpu=1", "--scopes=NotTerminating")
+    err = failing(served, "patch", "quota", "fixed", "--type=merge", "-p", '{"spec":{"scopes":["Terminating"]}}')
+    assert err.strip() == ('The ResourceQuota "fixed" is invalid: spec.scopes: Invalid value: '
+                           '[]core.ResourceQuotaScope{"Terminating"}: field is immutable')
+    kubectl(served, "patch", "quota", "fixed", "--type=merge", "-p", '{"spec":{"hard":{"pods":"3"}}}')
+    assert kubectl(served, "wait", "quota/fixed", "--for=jsonpath={.status.hard.pods}=3", "--timeout=30s")
+    manifest = """
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: picky}
+spec:
+  hard: {pods: "5"}
+  scopeSelector:
+    matchExpressions:
+    - {scopeName: BestEffort, operator: In, values: [x]}
+    - {scopeName: PriorityClass, operator: Exists, values: [high]}
+"""
+    err = failing(served, "apply", "-f", "-", stdin=manifest)
+    at = "spec.scopeSelector.matchExpressions"
+    assert f"{at}.operator: Invalid value: \"In\": must be 'Exists' when scope is any of " in err
+    assert f"{at}.values: Invalid value: []string{{\"high\"}}: must be no value when `operator` is 'Exist' or " \
+           "'DoesNotExist' for scope selector" in err
