@@ -5,7 +5,9 @@ come from its ``priorityClassName``: the class's ``value`` and policy; with no
 class named, the class marked ``globalDefault`` (whose name is then written
 into the pod), or priority 0 and ``PreemptLowerPriority`` if there is none. A
 class that does not exist, or a priority or policy in the pod that differs
-from the class's, is refused with 403 Forbidden and upstream's message.
+from the class's, is refused with 403 Forbidden and upstream's message. A
+PriorityClass marked ``globalDefault`` is refused while another class is
+(``admit_priority_class``, the plugin's ``validatePriorityClass``).
 
 ``SYSTEM_CLASSES`` are what kube-apiserver creates at start (its
 ``scheduling/bootstrap-system-priority-classes`` hook).
@@ -18,7 +20,7 @@ from typing import Any
 
 from .errors import ApiError
 
-__all__ = ["SYSTEM_CLASSES", "admit_pod_priority"]
+__all__ = ["SYSTEM_CLASSES", "admit_pod_priority", "admit_priority_class"]
 
 SYSTEM_CLASSES = (
     ("system-node-critical", 2000001000,
@@ -69,3 +71,18 @@ async def admit_pod_priority(pod: dict[str, Any], get_class: ClassLookup, get_de
                               "PriorityClass name")
     spec["priority"] = value
     spec["preemptionPolicy"] = policy
+
+
+async def admit_priority_class(pc: dict[str, Any], old: dict[str, Any] | None, get_default: DefaultLookup) -> None:
+    """A class made the global default (created so, or another class updated to it) while
+    one already is: 403, as upstream's plugin (the one it names is the lowest, as a pod's
+    default)."""
+    if pc.get("globalDefault") is not True:
+        return
+    default = await get_default()
+    name = str((pc.get("metadata") or {}).get("name") or "")
+    if default is None or (old is not None and default["metadata"]["name"] == name):
+        return
+    why = f'PriorityClass {default["metadata"]["name"]} is already marked as default. Only one default can exist'
+    raise ApiError(403, "Forbidden", f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: {why}',
+                   {"name": name, "group": "scheduling.k8s.io", "kind": "priorityclasses"})

@@ -145,7 +145,7 @@ from .params import flag, go_int64
 from .partial import check_partial_kind, partial, partial_list
 from .podlog import follow, running_instance, validate_log_options
 from .pretty import PRETTY_AGENTS, pretty_asked, pretty_writer
-from .priority import SYSTEM_CLASSES, admit_pod_priority, system_class
+from .priority import SYSTEM_CLASSES, admit_pod_priority, admit_priority_class, system_class
 from .proxying import PROXY_METHODS, proxy_options
 from .proxying import refusal as proxy_refusal
 from .quota import QuotaAdmission
@@ -1164,6 +1164,8 @@ class KubeApi:
                     "message": "Scheduling is blocked due to non-empty scheduling gates"}]
         self._admit(rtype, obj, None, None)
         await self._pod_security(rtype, namespace, name or generated, obj, None, None, ns)  # validating admission
+        if rtype is self._priority_classes:
+            await admit_priority_class(obj, None, self._default_priority_class)
         if write is not None:
             await self._reserve(write, rtype, namespace, name or generated, obj, None)
         requested = meta.get("name") or ""  # the request's name (empty for generateName), as admission's attributes
@@ -1765,12 +1767,15 @@ class KubeApi:
                                            obj: dict[str, Any], old: dict[str, Any],
                                            subresource: str | None) -> None:
         """Validating admission of a valid update, in upstream's plugin order: a CSR's
-        CertificateApproval and CertificateSigning (api/certificateadmission.py), the
+        CertificateApproval and CertificateSigning (api/certificateadmission.py), Priority's
+        check of a PriorityClass made the global default, the
         admission policies, the validating webhooks, then ResourceQuota, which charges a
         pod's resize."""
         await self._pod_security(rtype, namespace, name, obj, old, subresource)
         if self._claim_resize is not None and rtype is self._claim_resize.claims and subresource is None:
             await self._claim_resize.check(name, obj, old)  # PersistentVolumeClaimResize
+        if rtype is self._priority_classes and self._priority_classes is not None:
+            await admit_priority_class(obj, old, self._default_priority_class)  # Priority
         if rtype is self._csrs:
             await check_signer_permission(self.authorizer, REQUEST_USER.get(), rtype, obj, old, subresource)
         if self._policies is not None:

@@ -79,3 +79,18 @@ spec:
     assert f"{at}.operator: Invalid value: \"In\": must be 'Exists' when scope is any of " in err
     assert f"{at}.values: Invalid value: []string{{\"high\"}}: must be no value when `operator` is 'Exist' or " \
            "'DoesNotExist' for scope selector" in err
+
+
+def test_a_second_global_default_priority_class_is_forbidden(served: Serve) -> None:
+    """Priority admission: while one class is the global default, another may not be made one,
+    at its create or by an update; the default itself may be updated."""
+    kubectl(served, "create", "priorityclass", "usual", "--value=10", "--global-default")
+    why = "is forbidden: PriorityClass usual is already marked as default. Only one default can exist"
+    err = failing(served, "create", "priorityclass", "other", "--value=20", "--global-default")
+    assert err.strip() == f'error: failed to create priorityclass: priorityclasses.scheduling.k8s.io "other" {why}'
+    kubectl(served, "create", "priorityclass", "other", "--value=20")
+    err = failing(served, "patch", "priorityclass", "other", "--type=merge", "-p", '{"globalDefault":true}')
+    assert err.strip() == f'Error from server (Forbidden): priorityclasses.scheduling.k8s.io "other" {why}'
+    kubectl(served, "annotate", "priorityclass", "usual", "note=still the default")
+    kubectl(served, "patch", "priorityclass", "usual", "--type=merge", "-p", '{"globalDefault":false}')
+    kubectl(served, "patch", "priorityclass", "other", "--type=merge", "-p", '{"globalDefault":true}')
