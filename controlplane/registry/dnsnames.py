@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DNS1035_LABEL", "DNS1123_LABEL", "DNS1123_SUBDOMAIN", "SUBDOMAIN_MESSAGE", "path_segment_problems"]
+__all__ = ["DNS1035_LABEL", "DNS1123_LABEL", "DNS1123_SUBDOMAIN", "LABEL_MESSAGE", "SUBDOMAIN_MESSAGE",
+           "dns_label_name_problems", "path_segment_problems"]
 
 # IsDNS1123Label: lower-case alphanumerics and '-', starting and ending alphanumeric
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -28,6 +29,20 @@ DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 SUBDOMAIN_MESSAGE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
                      "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used "
                      "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+# what IsDNS1123Label says of a string its pattern refuses (and that is no subdomain either)
+LABEL_MESSAGE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+                 "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+                 "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def dns_label_name_problems(name: str) -> list[str]:
+    """What apimachinery's ``IsDNS1123Label`` says of ``name``: too long, then, if its pattern
+    refuses it, ``must not contain dots`` for a subdomain, else its pattern's words."""
+    problems = ["must be no more than 63 characters"] if len(name) > 63 else []
+    if not DNS1123_LABEL.match(name):
+        problems.append("must not contain dots" if DNS1123_SUBDOMAIN.match(name) else LABEL_MESSAGE)
+    return problems
 
 
 def path_segment_problems(name: str) -> list[str]:

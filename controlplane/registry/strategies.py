@@ -34,7 +34,12 @@ from .csi import (
 )
 from .devicetaintrules import prepare_device_taint_rule
 from .disruption import prepare_pod_disruption_budget
-from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN, path_segment_problems
+from .dnsnames import (
+    DNS1123_SUBDOMAIN,
+    SUBDOMAIN_MESSAGE,
+    dns_label_name_problems,
+    path_segment_problems,
+)
 from .dra import prepare_device_class, prepare_resource_claim, prepare_resource_claim_template
 from .flowcontrol import prepare_flow_schema, prepare_priority_level
 from .immutable import (
@@ -101,18 +106,13 @@ def validate_name(plural: str, name: str) -> list[dict[str, str]]:
     if plural == "apiservices":  # a path segment: ``v1.``, the core group's, is no subdomain
         return apiservice_name_causes(name)
     if plural in _LABEL_NAMED:
-        ok, limit, what = DNS1123_LABEL.match(name), 63, "a lowercase RFC 1123 label"
-        hint = ("must consist of lower case alphanumeric characters or '-', and must start and end with an "
-                "alphanumeric character")
+        problems = dns_label_name_problems(name)
     else:
-        ok, limit, what = DNS1123_SUBDOMAIN.match(name), 253, "a lowercase RFC 1123 subdomain"
-        hint = ("must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an "
-                "alphanumeric character")
-    if ok and len(name) <= limit:
-        return []
-    message = (f"Invalid value: \"{name}\": must be no more than {limit} characters" if ok
-               else f"Invalid value: \"{name}\": {what} {hint}")
-    return [{"reason": "FieldValueInvalid", "field": "metadata.name", "message": message}]
+        problems = ["must be no more than 253 characters"] if len(name) > 253 else []
+        if not DNS1123_SUBDOMAIN.match(name):
+            problems.append(SUBDOMAIN_MESSAGE)
+    return [{"reason": "FieldValueInvalid", "field": "metadata.name", "message": f'Invalid value: "{name}": {p}'}
+            for p in problems]
 
 
 _SUBDOMAIN_LINES = re.compile(r"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*\n)*\Z")

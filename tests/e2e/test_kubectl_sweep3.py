@@ -94,3 +94,22 @@ def test_a_second_global_default_priority_class_is_forbidden(served: Serve) -> N
     kubectl(served, "annotate", "priorityclass", "usual", "note=still the default")
     kubectl(served, "patch", "priorityclass", "usual", "--type=merge", "-p", '{"globalDefault":false}')
     kubectl(served, "patch", "priorityclass", "other", "--type=merge", "-p", '{"globalDefault":true}')
+
+
+def test_a_bad_name_is_refused_in_apimachinerys_words(served: Serve) -> None:
+    """ValidateObjectMeta's name functions: IsDNS1123Subdomain's message names its pattern and
+    an example; IsDNS1123Label's says only ``must not contain dots`` of a subdomain."""
+    err = failing(served, "create", "deployment", "bad_name", "--image=x")
+    assert err.strip() == (
+        'error: failed to create deployment: Deployment.apps "bad_name" is invalid: metadata.name: Invalid value: '
+        "\"bad_name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+        "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+        "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+    err = failing(served, "create", "namespace", "team.a")
+    assert err.strip() == ('The Namespace "team.a" is invalid: metadata.name: Invalid value: "team.a": must not '
+                           "contain dots")
+    err = failing(served, "create", "namespace", "Team")
+    assert err.strip().endswith("(e.g. 'my-name',  or '123-abc', regex used for validation is "
+                                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+    err = failing(served, "create", "configmap", "x" * 254)
+    assert err.strip().endswith(": must be no more than 253 characters")

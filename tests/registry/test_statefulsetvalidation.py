@@ -105,9 +105,12 @@ async def test_policies_and_counts_in_upstreams_order(client: Client) -> None:
 async def test_a_name_is_a_dns_label(client: Client) -> None:
     """Its pods' hostnames are made of it (ValidateStatefulSetName: NameIsDNSLabel)."""
     assert await causes_of(client, statefulset("db.v1")) == [
-        ("FieldValueInvalid", "metadata.name", 'Invalid value: "db.v1": a lowercase RFC 1123 label must consist of '
+        ("FieldValueInvalid", "metadata.name", 'Invalid value: "db.v1": must not contain dots')]
+    assert await causes_of(client, statefulset("DB")) == [
+        ("FieldValueInvalid", "metadata.name", 'Invalid value: "DB": a lowercase RFC 1123 label must consist of '
                                                "lower case alphanumeric characters or '-', and must start and end "
-                                               "with an alphanumeric character")]
+                                               "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+                                               "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")]
 
 
 async def test_an_update_changes_only_what_upstream_lets_it_and_is_validated(client: Client) -> None:
