@@ -76,7 +76,8 @@ def prepare_resource_quota(rq: Obj, old: Obj | None) -> Causes:
     spec = _spec(rq)
     if old is not None and spec == _spec(old):
         return []
-    hard = spec.get("hard") if isinstance(spec.get("hard"), dict) else {}
+    given = spec.get("hard")
+    hard: Obj = given if isinstance(given, dict) else {}
     causes: Causes = []
     for name in hard:
         causes += _quota_resource_name_causes(str(name), f"spec.hard[{name}]")
