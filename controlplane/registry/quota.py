@@ -25,6 +25,7 @@ resources, as upstream's podEvaluator.Constraints).
 from __future__ import annotations
 
 import contextlib
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -83,7 +84,7 @@ def prepare_resource_quota(rq: Obj, old: Obj | None) -> Causes:
         causes += _quota_resource_name_causes(str(name), f"spec.hard[{name}]")
     causes += _quantities(hard, "spec.hard")
     for name, value in hard.items():
-        if _integer_resource(str(name)) and parse_quantity(value).denominator != 1:
+        if _integer_resource(str(name)) and math.ceil(parse_quantity(value) * 1000) % 1000:  # (MilliValue's ceil)
             causes.append(invalid(f"spec.hard[{name}]", str(value), "must be an integer"))
     standard = sorted(n for n in map(str, hard) if _standard_quota_resource(n))
     scopes = spec.get("scopes")

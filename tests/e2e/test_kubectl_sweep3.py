@@ -113,3 +113,29 @@ def test_a_bad_name_is_refused_in_apimachinerys_words(served: Serve) -> None:
                                 "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
     err = failing(served, "create", "configmap", "x" * 254)
     assert err.strip().endswith(": must be no more than 253 characters")
+
+
+def test_a_containers_resources_are_validated_as_upstreams(served: Serve) -> None:
+    """ValidateContainerResourceRequirements: container resources by name, quantities not
+    negative and whole for extended resources, which must be limited; ``kubectl set
+    resources`` of a fractional GPU is refused, where it was stored."""
+    kubectl(served, "create", "deployment", "gpu", "--image=x")
+    err = failing(served, "set", "resources", "deployment/gpu", "--limits=nvidia.com/gpu=1.5")
+    assert err.strip() == ('error: failed to patch resources update to pod template Deployment.apps "gpu" is invalid: '
+                           "spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "
+                           '"1500m": must be an integer')
+    kubectl(served, "set", "resources", "deployment/gpu", "--limits=nvidia.com/gpu=1")
+    pod = ('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "r"}, "spec": {"containers": '
+           '[{"name": "c", "image": "x", "resources": %s}]}}')
+    err = failing(served, "create", "--dry-run=server", "-f", "-", stdin=pod % '{"limits": {"cpu": "-1"}}')
+    # the request is defaulted from the limit (SetDefaults_Pod), and refused as well
+    assert err.strip().splitlines()[1:] == [
+        '* spec.containers[0].resources.limits[cpu]: Invalid value: "-1": must be greater than or equal to 0',
+        '* spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0']
+    err = failing(served, "create", "--dry-run=server", "-f", "-", stdin=pod % '{"limits": {"pods": "1"}}')
+    assert 'resources.limits[pods]: Invalid value: "pods": must be a standard resource for containers' in err
+    err = failing(served, "create", "--dry-run=server", "-f", "-", stdin=pod % '{"requests": {"example.com/f": "1"}}')
+    assert err.strip() == ('The Pod "r" is invalid: spec.containers[0].resources.limits: Required value: Limit must '
+                           "be set for non overcommitable resources")
+    assert "created" in kubectl(served, "create", "--dry-run=server", "-f", "-",
+                                stdin=pod % '{"limits": {"example.com/f": "2", "kubernetes.io/x": "1"}}')
