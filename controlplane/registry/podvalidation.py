@@ -167,6 +167,9 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
     spread = spec.get("topologySpreadConstraints")
     if spread and isinstance(spread, list):
         _spread_constraints(spread, f"{path}.topologySpreadConstraints", causes)
+    account = spec.get("serviceAccountName")  # ValidateServiceAccountName, before the node's
+    if account and isinstance(account, str) and not _is_subdomain(account):
+        causes.extend(invalid(f"{path}.serviceAccountName", account, m) for m in _subdomain_problems(account))
     node_name = spec.get("nodeName")
     if node_name and isinstance(node_name, str) and not _is_subdomain(node_name):
         causes.extend(invalid(f"{path}.nodeName", node_name, m) for m in _subdomain_problems(node_name))

@@ -139,3 +139,16 @@ def test_a_containers_resources_are_validated_as_upstreams(served: Serve) -> Non
                            "be set for non overcommitable resources")
     assert "created" in kubectl(served, "create", "--dry-run=server", "-f", "-",
                                 stdin=pod % '{"limits": {"example.com/f": "2", "kubernetes.io/x": "1"}}')
+
+
+def test_a_pod_templates_service_account_is_named_as_a_subdomain(served: Serve) -> None:
+    """ValidatePodSpec's ValidateServiceAccountName: ``kubectl set serviceaccount`` of a name
+    that cannot be one is refused (a pod's create meets the ServiceAccount admission first)."""
+    kubectl(served, "create", "deployment", "sa", "--image=x")
+    err = failing(served, "set", "serviceaccount", "deployment/sa", "Bad_SA")
+    assert err.strip().startswith('error: failed to patch ServiceAccountName Deployment.apps "sa" is invalid: '
+                                  'spec.template.spec.serviceAccountName: Invalid value: "Bad_SA": a lowercase RFC '
+                                  "1123 subdomain must consist of")
+    err = failing(served, "run", "p", "--image=x", '--overrides={"spec": {"serviceAccountName": "Bad_SA"}}')
+    assert err.strip() == ('Error from server (Forbidden): pods "p" is forbidden: error looking up service account '
+                           'default/Bad_SA: serviceaccount "Bad_SA" not found')
