@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 from typing import Any
 
 from .corevalidation import non_special_ip_problems, port_protocol_causes
@@ -95,6 +96,9 @@ def prepare_ingress(ing: Obj, old: Obj | None) -> Causes:
     if spec.get("defaultBackend"):
         causes += _backend(spec["defaultBackend"], "spec.defaultBackend")
     for i, rule in enumerate(rules):
+        host = (rule or {}).get("host") if isinstance(rule, dict) else None
+        if host and isinstance(host, str):
+            causes += _host_causes(host, f"spec.rules[{i}].host", ip_refused=True)
         http = (rule or {}).get("http")
         if http is None:
             continue
@@ -111,9 +115,43 @@ def prepare_ingress(ing: Obj, old: Obj | None) -> Causes:
             elif kind != "ImplementationSpecific" and not str(path.get("path", "")).startswith("/"):
                 causes.append(_invalid(f"{field}.path", path.get("path", ""), "must be an absolute path"))
             causes += _backend(path.get("backend"), f"{field}.backend")
+    for i, tls in enumerate(spec.get("tls") or ()):
+        if not isinstance(tls, dict):
+            continue
+        for j, host in enumerate(tls.get("hosts") or ()):
+            causes += _host_causes(str(host), f"spec.tls[{i}].hosts[{j}]", ip_refused=False)
+        secret = tls.get("secretName")
+        if secret and isinstance(secret, str):
+            causes += [_invalid(f"spec.tls[{i}].secretName", secret, p) for p in subdomain_problems(secret)]
+    class_name = spec.get("ingressClassName")
+    if isinstance(class_name, str):
+        causes += [_invalid("spec.ingressClassName", class_name, p) for p in subdomain_problems(class_name)]
     if old is not None:  # (a create's status is dropped; an update's is the stored one, or a status write's)
         causes += load_balancer_ip_causes(ing, old)
     return causes
+
+
+_WILDCARD_HOST = re.compile(r"\*\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_WILDCARD_MESSAGE = ("a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which "
+                     "must consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric "
+                     "character (e.g. '*.example.com', regex used for validation is "
+                     "'\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+def _host_causes(host: str, field: str, ip_refused: bool) -> Causes:
+    """An Ingress rule's or TLS entry's host, as ``validateIngressRules`` and ``validateIngressTLS``:
+    a rule's not an IP address; one with ``*`` a wildcard subdomain (``IsWildcardDNS1123Subdomain``),
+    any other a DNS-1123 subdomain."""
+    causes: Causes = []
+    if ip_refused and parsed_ip(host) is not None:
+        causes.append(_invalid(field, host, "must be a DNS name, not an IP address"))
+    if "*" in host:
+        problems = ["must be no more than 253 characters"] if len(host) > 253 else []
+        if not _WILDCARD_HOST.match(host):
+            problems.append(_WILDCARD_MESSAGE)
+    else:
+        problems = subdomain_problems(host)
+    return causes + [_invalid(field, host, p) for p in problems]
 
 
 def load_balancer_ip_causes(obj: Obj, old: Obj) -> Causes:

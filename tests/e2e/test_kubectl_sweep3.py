@@ -152,3 +152,20 @@ def test_a_pod_templates_service_account_is_named_as_a_subdomain(served: Serve) 
     err = failing(served, "run", "p", "--image=x", '--overrides={"spec": {"serviceAccountName": "Bad_SA"}}')
     assert err.strip() == ('Error from server (Forbidden): pods "p" is forbidden: error looking up service account '
                            'default/Bad_SA: serviceaccount "Bad_SA" not found')
+
+
+def test_an_ingresss_hosts_class_and_tls_secret_are_names(served: Serve) -> None:
+    """ValidateIngressSpec: a rule's host a DNS subdomain (a wildcard one with ``*``), not an IP
+    address; the TLS hosts and secret name, and the class name, likewise."""
+    err = failing(served, "create", "ingress", "upper", "--rule=Foo.com/=svc:80")
+    assert err.strip().startswith('error: failed to create ingress: Ingress.networking.k8s.io "upper" is invalid: '
+                                  'spec.rules[0].host: Invalid value: "Foo.com": a lowercase RFC 1123 subdomain')
+    err = failing(served, "create", "ingress", "ip", "--rule=10.0.0.1/=svc:80")
+    assert err.strip().endswith('spec.rules[0].host: Invalid value: "10.0.0.1": must be a DNS name, not an IP address')
+    err = failing(served, "create", "ingress", "wild", "--rule=*foo.com/=svc:80")
+    assert "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain" in err
+    err = failing(served, "create", "ingress", "cls", "--rule=foo.com/=svc:80,tls=My_Cert", "--class=Bad_Class")
+    assert 'spec.tls[0].secretName: Invalid value: "My_Cert": a lowercase RFC 1123 subdomain' in err
+    assert 'spec.ingressClassName: Invalid value: "Bad_Class": a lowercase RFC 1123 subdomain' in err
+    assert "created" in kubectl(served, "create", "ingress", "fine", "--rule=*.foo.com/=svc:80,tls=my-cert",
+                                "--class=nginx")
