@@ -1000,8 +1000,8 @@ def _port(port: Any, field: str, causes: Causes) -> None:
 
 # -- workload templates -------------------------------------------------------------------------
 def template_causes(plural: str, spec: Obj, path: str, old_spec: Obj | None = None) -> Causes:
-    """The pod template of a workload's ``spec`` (at ``path``): present, a valid pod spec, and
-    a restart policy the kind allows; ``plural`` a Job's for a CronJob's job template;
+    """The pod template of a workload's ``spec`` (at ``path``): present, its labels label keys
+    and values, a valid pod spec, and a restart policy the kind allows; ``plural`` a Job's for a CronJob's job template;
     ``old_spec`` the stored workload spec of an update."""
     allowed = _TEMPLATE_RESTART.get(plural)
     if allowed is None:
@@ -1013,11 +1013,14 @@ def template_causes(plural: str, spec: Obj, path: str, old_spec: Obj | None = No
     if not isinstance(pod_spec, dict):
         return [required(f"{path}.template.spec")]
     at = f"{path}.template.spec"
+    meta = template.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None  # ValidatePodTemplateSpec's, a set's too
+    causes = labels_causes(labels, f"{path}.template.labels") if isinstance(labels, dict) and labels else []
     # upstream leaves a StatefulSet's pod spec unchecked (ValidatePodTemplateSpecForStatefulSet: its
     # mounts may name volumeClaimTemplates, not volumes); its pods are checked when they are created
     old_pod_spec = ((old_spec or {}).get("template") or {}).get("spec")
-    causes = [] if plural == "statefulsets" else \
-        pod_spec_causes(pod_spec, at, old=old_pod_spec if isinstance(old_pod_spec, dict) else None)
+    if plural != "statefulsets":
+        causes += pod_spec_causes(pod_spec, at, old=old_pod_spec if isinstance(old_pod_spec, dict) else None)
     restart = pod_spec.get("restartPolicy")
     if restart not in allowed:  # (an unknown one is pod_spec_causes' too: upstream says both)
         causes.append(not_supported(f"{at}.restartPolicy", restart, allowed))

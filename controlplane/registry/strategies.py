@@ -62,7 +62,7 @@ from .networking import (
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podresources import default_pod_level_resources
 from .podspec import default_pod_spec, fill
-from .podvalidation import label_key_problems, pod_spec_causes
+from .podvalidation import label_key_problems, labels_causes, pod_spec_causes
 from .priorityclasses import prepare_priority_class
 from .quota import prepare_limit_range, prepare_resource_quota
 from .rbacvalidation import (
@@ -591,8 +591,9 @@ _PREPARERS.update({  # resource.k8s.io/v1 (registry/dra.py, registry/resourcesli
 })
 
 
-def _cron_job_causes(cj: dict[str, Any]) -> Causes:
-    """A CronJob's schedule and time zone must parse (upstream's validation)."""
+def _cron_job_causes(cj: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+    """A CronJob's schedule and time zone must parse (upstream's validation); a new one's name
+    leaves room for the 11 characters its Jobs' names add (at most 52)."""
     from .cron import CronError, parse
 
     spec = cj.get("spec") or {}
@@ -616,6 +617,9 @@ def _cron_job_causes(cj: dict[str, Any]) -> Causes:
             zoneinfo.ZoneInfo(str(zone))
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             causes.append(_invalid("spec.timeZone", zone, "unknown time zone " + str(zone)))
+    name = (cj.get("metadata") or {}).get("name") or ""
+    if old is None and isinstance(name, str) and len(name) > 52:  # ValidateCronJobCreate: room for a Job's suffix
+        causes.append(_invalid("metadata.name", name, "must be no more than 52 characters"))
     return causes
 
 
@@ -625,7 +629,10 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
     if plural in WORKLOADS:
         prepare_workload(plural, obj, old)
         causes = workload_spec_causes(plural, obj, old)
-        return causes + (_cron_job_causes(obj) if plural == "cronjobs" else workload_causes(plural, obj, old))
+        labels = (obj.get("metadata") or {}).get("labels")
+        if plural == "jobs" and old is None and isinstance(labels, dict):  # those SetDefaults_Job copied from
+            causes = labels_causes(labels, "metadata.labels") + causes  # its template (the job's name, too long)
+        return causes + (_cron_job_causes(obj, old) if plural == "cronjobs" else workload_causes(plural, obj, old))
     if old is not None and plural == "pods":
         spec, old_spec = obj.get("spec"), old.get("spec")
         if spec is None and isinstance(old_spec, dict):

@@ -169,3 +169,25 @@ def test_an_ingresss_hosts_class_and_tls_secret_are_names(served: Serve) -> None
     assert 'spec.ingressClassName: Invalid value: "Bad_Class": a lowercase RFC 1123 subdomain' in err
     assert "created" in kubectl(served, "create", "ingress", "fine", "--rule=*.foo.com/=svc:80,tls=my-cert",
                                 "--class=nginx")
+
+
+def test_names_and_labels_a_workload_makes_must_fit(served: Serve) -> None:
+    """A CronJob's name leaves room for its Jobs' 11-character suffix (ValidateCronJobCreate);
+    a pod template's labels are label values (ValidatePodTemplateSpec), and a Job's name longer
+    than one makes its generated job-name labels refused, its own and its template's."""
+    err = failing(served, "create", "cronjob", "c" * 53, "--image=x", "--schedule=* * * * *")
+    assert err.strip() == (f'error: failed to create cronjob: CronJob.batch "{"c" * 53}" is invalid: metadata.name: '
+                           f'Invalid value: "{"c" * 53}": must be no more than 52 characters')
+    assert "created" in kubectl(served, "create", "cronjob", "c" * 52, "--image=x", "--schedule=* * * * *")
+    job = ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: %s}\nspec:\n  template:\n"
+           "    spec: {restartPolicy: Never, containers: [{name: c, image: x}]}\n")
+    err = failing(served, "create", "-f", "-", stdin=job % ("j" * 70))
+    assert err.strip().splitlines()[1:] == [
+        f'* metadata.labels: Invalid value: "{"j" * 70}": must be no more than 63 characters',
+        f'* spec.template.labels: Invalid value: "{"j" * 70}": must be no more than 63 characters']
+    deployment = ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: long-label}\nspec:\n"
+                  "  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b, c: %s}}\n"
+                  "    spec: {containers: [{name: c, image: x}]}\n")
+    err = failing(served, "create", "-f", "-", stdin=deployment % ("v" * 64))
+    assert err.strip() == (f'The Deployment "long-label" is invalid: spec.template.labels: Invalid value: '
+                           f'"{"v" * 64}": must be no more than 63 characters')
