@@ -35,7 +35,6 @@ from controlplane.registry.attrs import Filter
 from controlplane.registry.types import BUILTIN
 from controlplane.watchcache import CacheConfig, CacheReads, WatchCaches
 from controlplane.watchcache import entry as entry_module
-from controlplane.watchcache import reads as reads_module
 from controlplane.watchcache import window as window_module
 from controlplane.watchcache.reads import CacheWatch
 from controlplane.watchcache.watchers import Watcher
@@ -607,63 +606,6 @@ async def test_live_events_are_written_through_in_order_while_the_stream_waits_a
         await asyncio.gather(pumping, return_exceptions=True)
         await stream.aclose()
     assert watcher_of(stream).sink is None
-
-
-async def test_events_close_behind_a_write_are_written_together_after_it(env: Env,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A watch written to less than COALESCE_SECONDS ago has what comes next written at the end
-    of that time, in one write, in order; a quiet watch is written at once; a connection that
-    cannot take the coalesced write leaves it to the stream's task, still in order."""
-    monkeypatch.setattr(reads_module, "COALESCE_SECONDS", 1.0)  # (longer than a loaded machine's commits)
-    rev = await env.put("seed")
-    stream = await env.reads.watch(PODS, "ns", WatchOptions(everything(), resource_version=str(rev)))
-    assert isinstance(stream, CacheWatch)
-    writable = [True]
-    writes: list[list[str]] = []
-    taken: list[str] = []
-
-    def write(items: list[WatchItem]) -> None:
-        writes.append([orjson.loads(i.raw)["metadata"]["name"] for i in items])
-
-    stream.write_through(lambda: writable[0], write)
-
-    async def pump() -> None:
-        async for items in stream:
-            taken.extend(orjson.loads(i.raw)["metadata"]["name"] for i in items)
-
-    pumping = asyncio.create_task(pump())
-    try:
-        await asyncio.sleep(0.05)
-        first = await env.put("a0")
-        async with asyncio.timeout(5):
-            while not writes:
-                await asyncio.sleep(0)
-        assert writes == [["a0"]]  # quiet: at once
-        for i in range(1, 6):
-            assert await env.put(f"a{i}") > first
-        assert writes == [["a0"]]  # (within the second)
-        async with asyncio.timeout(5):
-            while sum(map(len, writes)) < 6:
-                await asyncio.sleep(0.001)
-        assert writes == [["a0"], ["a1", "a2", "a3", "a4", "a5"]]  # the five after the first in one write
-        await asyncio.sleep(reads_module.COALESCE_SECONDS * 1.2)
-        n = len(writes)
-        await env.put("b0")  # quiet again: at once
-        async with asyncio.timeout(5):
-            while len(writes) == n:
-                await asyncio.sleep(0)
-        assert writes[-1] == ["b0"]
-        await env.put("c0")  # within the second: a write due
-        writable[0] = False  # which finds the connection backed up: the task takes it
-        await env.put("c1")
-        async with asyncio.timeout(5):
-            while len(taken) < 2:
-                await asyncio.sleep(0.001)
-        assert taken == ["c0", "c1"] and writes[-1] == ["b0"]
-    finally:
-        pumping.cancel()
-        await asyncio.gather(pumping, return_exceptions=True)
-        await stream.aclose()
 
 
 async def test_a_watch_whose_write_through_fails_ends_alone(env: Env) -> None:
