@@ -228,12 +228,6 @@ OFFLOAD_BODIES = 64
 # its backlog between turns of the loop.
 HINTED_CHUNKS = 16
 
-# A watch written to within this long (seconds) has its next events written at the end of
-# it, together: an informer of every pod in the ``million`` run was sent one event a write
-# (53,000 of 56,000 writes), each a send() of its own, 9% of the API server's CPU. A watch
-# that was quiet for as long (a kubelet's, most of them) is written at once, as before.
-COALESCE_SECONDS = 0.005
-
 
 async def unpacked(bodies: list[bytes]) -> list[bytes]:
     """The JSON of entries' bodies (``packing``), off the loop when there are many."""
@@ -285,9 +279,6 @@ class CacheWatch:
         # the stream's synchronous writer (``write_through``), if it has one
         self._can_write: Callable[[], bool] | None = None
         self._write: Callable[[list[WatchItem]], None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._written_at = -math.inf  # (the loop's clock) the last write through ``_write_now``
-        self._flush_timer: asyncio.TimerHandle | None = None  # the coalesced write due
 
     def write_through(self, can_write: Callable[[], bool], write: Callable[[list[WatchItem]], None]) -> None:
         """Have live events written by ``write`` in the turn of the loop that offers them to the
@@ -297,10 +288,8 @@ class CacheWatch:
         Otherwise an event waited for this stream's task to be woken, the next turn of the loop:
         with the loop saturated (the ``million`` run's API server), a turn is tens to hundreds of
         milliseconds, and it was a share of every event's delivery. Order holds: the watcher's
-        sink is set only while the task waits (with an empty buffer, or one a coalesced write
-        is due for: ``_write_now``), and unset when it wakes, which takes the buffer itself."""
+        sink is set only while the task waits with an empty buffer, and unset when it wakes."""
         self._can_write, self._write = can_write, write
-        self._loop = asyncio.get_running_loop()
 
     def __aiter__(self) -> CacheWatch:
         return self
@@ -382,45 +371,16 @@ class CacheWatch:
         return out
 
     def _write_now(self) -> bool:
-        """The watcher's sink (``write_through``): its buffer written now if it can be, or,
-        on a watch written to in the last ``COALESCE_SECONDS``, at the end of them (the
-        sink stays set while that write is due: the buffer gathers what comes meanwhile)."""
-        assert self._can_write is not None and self._write is not None and self._loop is not None
-        if self._flush_timer is not None:
-            return True  # (a write is due)
+        """The watcher's sink (``write_through``): its buffer written now, if it can be."""
+        assert self._can_write is not None and self._write is not None
         if not self._can_write():
             return False
-        now = self._loop.time()
-        due = self._written_at + COALESCE_SECONDS
-        if now < due:
-            self._flush_timer = self._loop.call_at(due, self._flush)
-            return True
-        self._written_at = now
-        self._write_buffer()
-        return True
-
-    def _flush(self) -> None:
-        """The coalesced write (``_write_now``): if the stream's task still waits (it woke
-        meanwhile: it took the buffer itself, in order) and the connection can take it; if it
-        cannot, the task is woken to wait for it."""
-        self._flush_timer = None
-        w = self._watcher
-        if w.sink is None or not w.buffer or w.closed:
-            return
-        assert self._can_write is not None and self._loop is not None
-        if not self._can_write():
-            w.wakeup.set()
-            return
-        self._written_at = self._loop.time()
-        self._write_buffer()
-
-    def _write_buffer(self) -> None:
-        assert self._write is not None
         try:
             self._write(self._drain())
         except Exception as e:  # this watch's failure is not the fan-out's: it ends, the client watches again
             log.warning("watch of %s: writing its events failed (%r); the watch ends", self._cache.plural, e)
             self._watcher.close("the watch's events could not be written")
+        return True
 
     def _drain(self) -> list[WatchItem]:
         buffer = self._watcher.buffer
@@ -435,9 +395,6 @@ class CacheWatch:
         if self._bookmark_timer is not None:
             self._bookmark_timer.cancel()
             self._bookmark_timer = None
-        if self._flush_timer is not None:
-            self._flush_timer.cancel()
-            self._flush_timer = None
 
     async def aclose(self) -> None:
         self._disarm()
