@@ -229,16 +229,21 @@ async def _as_collector(work: Awaitable[None]) -> None:
     await work
 
 
-def _owner_kinds(value: bytes) -> list[tuple[bytes, bytes]]:
-    """The apiVersion and kind of each owner reference in a stored object's JSON, found as bytes
+def _owner_ref_bytes(value: bytes) -> list[bytes]:
+    """The JSON of each owner reference in a stored object's JSON, cut as bytes at ``},{``
     (a string with an escaped quote or a bracket in it may cut one short: never a real kind)."""
     start = value.find(_NAMES_OWNERS)
     if start < 0:
         return []
     start += len(_NAMES_OWNERS)
     end = value.find(b"]", start)
+    return value[start:end if end >= 0 else len(value)].split(b"},{")
+
+
+def _owner_kinds(value: bytes) -> list[tuple[bytes, bytes]]:
+    """The apiVersion and kind of each owner reference in a stored object's JSON, found as bytes."""
     found = []
-    for ref in value[start:end if end >= 0 else len(value)].split(b"},{"):
+    for ref in _owner_ref_bytes(value):
         a, k = ref.find(_API_VERSION), ref.find(_KIND)
         if a >= 0 and k >= 0:
             a, k = a + len(_API_VERSION), k + len(_KIND)
@@ -249,13 +254,8 @@ def _owner_kinds(value: bytes) -> list[tuple[bytes, bytes]]:
 def _owner_refs(value: bytes) -> list[tuple[bytes, bytes, bytes, bytes]]:
     """The apiVersion, kind, name and uid of each owner reference in a stored object's JSON,
     found as bytes as ``_owner_kinds`` finds them (b"" for a field a reference lacks)."""
-    start = value.find(_NAMES_OWNERS)
-    if start < 0:
-        return []
-    start += len(_NAMES_OWNERS)
-    end = value.find(b"]", start)
     found = []
-    for ref in value[start:end if end >= 0 else len(value)].split(b"},{"):
+    for ref in _owner_ref_bytes(value):
         fields = []
         for needle in (_API_VERSION, _KIND, _NAME, _UID):
             at = ref.find(needle)

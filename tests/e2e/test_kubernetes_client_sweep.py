@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pydantic
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client import V1ObjectMeta as Meta
 
 from tests.test_cli import Serve, running, start_serve
@@ -43,15 +43,6 @@ UNREAD_SUBRESOURCES = {"log", "proxy", "attach", "exec", "portforward"}
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     with running(start_serve(tmp_path_factory.mktemp("pysweep"), scheduler=True, extra=("--nodes", "1"))) as s:
         yield s
-
-
-@pytest.fixture(scope="module")
-def api(served: Serve) -> Iterator[client.ApiClient]:
-    c = config.new_client_from_config(config_file=str(served.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _path(cls: type, method: str) -> str | None:
