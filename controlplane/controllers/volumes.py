@@ -144,9 +144,21 @@ class VolumeController:
 
     def _volume_changed(self, pv: Obj) -> None:
         self.queue.add("volume:" + str(meta_of(pv).get("name", "")))
-        ref = (pv.get("spec") or {}).get("claimRef")
+        spec = pv.get("spec") or {}
+        ref = spec.get("claimRef")
         if ref:
             self.queue.add(f"claim:{ref.get('namespace', '')}/{ref.get('name', '')}")
+        elif (pv.get("status") or {}).get("phase") == "Available" and not meta_of(pv).get("deletionTimestamp"):
+            # a claim synced before this volume was Available found nothing and waits: upstream's
+            # periodic resync (--pvclaimbinder-sync-period, 15 s) retries it; here the volume's
+            # event does, for the unbound claims of its class
+            self._unbound_claims_retry(spec.get("storageClassName") or "")
+
+    def _unbound_claims_retry(self, class_name: str) -> None:
+        for key, pvc in self.claims.items.items():
+            if (pvc.get("status") or {}).get("phase") != "Bound" and not meta_of(pvc).get("deletionTimestamp") \
+                    and ((pvc.get("spec") or {}).get("storageClassName") or "") == class_name:
+                self.queue.add("claim:" + key)
 
     def _class_changed(self, _sc: Obj) -> None:
         for key, pvc in self.claims.items.items():

@@ -65,6 +65,20 @@ async def test_a_claim_binds_the_smallest_available_volume_that_fits(client: Cli
     assert await phase(client, f"{PVS}/small") == "Released"
 
 
+async def test_a_claim_made_before_its_volume_binds_once_the_volume_is_available(client: Client) -> None:
+    """The claim's sync finds nothing and waits; the volume turning Available brings it back (the
+    race the typed client's sweep met on a slow machine: a claim synced before the volume's
+    Available phase was written)."""
+    await client.create(PVCS, claim("early", "1Gi", storageClassName="manual"))
+    await client.create(PVCS, claim("other", "1Gi", storageClassName="slow"))
+    await asyncio.sleep(0.3)
+    assert await phase(client, f"{PVCS}/early") == "Pending"
+    await client.create(PVS, volume("later", "5Gi", storageClassName="manual"))
+    await until(lambda: _is(client, f"{PVCS}/early", "Bound"))
+    assert (await client.get(f"{PVCS}/early"))["status"]["capacity"] == {"storage": "5Gi"}
+    assert await phase(client, f"{PVCS}/other") == "Pending"  # another class: not this volume
+
+
 async def _is(c: Client, path: str, want: str) -> bool:
     return await phase(c, path) == want
 
