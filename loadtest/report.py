@@ -29,7 +29,7 @@ from .promtext import parse
 from .serverwatch import api_call_histograms, run_histograms
 from .slo import SLI, SLOS, Entry, Verdict, entries_from_locust_json, evaluate, no_data_note, overall
 
-__all__ = ["PLOTS", "build", "fmt", "scheduling_series"]
+__all__ = ["PLOTS", "build", "fmt", "read_run", "scheduling_series"]
 
 PLOTS = ("throughput", "latency", "lock_wait", "event_delivery", "event_loop_lag", "scheduler", "pod_startup",
          "server_resources")
@@ -46,6 +46,12 @@ def _read_json(path: Path, default: Any) -> Any:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return default
+
+
+def read_run(out: Path) -> dict[str, Any]:
+    """What the harness wrote of the run in ``out`` (``run.json``), or nothing (a run cut short)."""
+    run = _read_json(out / "run.json", {})
+    return run if isinstance(run, dict) else {}
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
@@ -413,7 +419,7 @@ def build(out: Path) -> dict[str, Any]:
     history = _read_history(out / "locust_stats_history.csv")
     server = _read_lines(out / "server.jsonl")
     plan = _read_json(out / "plan.json", {})
-    run = _read_json(out / "run.json", {})
+    run = read_run(out)
     first = last = None
     last_text = ""
     if (out / "metrics-last.prom").exists():

@@ -179,6 +179,16 @@ def exit_codes_text() -> str:
                                          for code, what in EXIT_CODES)
 
 
+def report_exit_codes_text() -> str:
+    """The exit codes, for ``report --help``: the run's, read from its directory."""
+    codes = [(c, what) for c, what in EXIT_CODES if c != EXIT_USAGE]
+    codes.insert(2, (EXIT_USAGE, "not a run's directory, or a bad option"))
+    return (textwrap.fill("exit codes, as run's for the outcome the rebuilt report reads (the line that says it "
+                          "goes to stderr, after summary.json's totals on stdout):", 79) + "\n"
+            + "\n".join(textwrap.fill(what, 79, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7,
+                                       break_on_hyphens=False) for code, what in codes))
+
+
 def _controllers_arg(played: Sequence[str], extra: Sequence[str]) -> list[str]:
     """``--controllers`` turning off the built-in controllers the users play (``played``), unless
     the server's own arguments say which run.
@@ -1071,8 +1081,13 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="run a scenario", description="Run a load test scenario.",
                        epilog=exit_codes_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(r)
-    rep = sub.add_parser("report", help="rebuild the report of a run directory")
+    rep = sub.add_parser("report", help="rebuild the report of a run directory",
+                         description=textwrap.fill("Rebuild summary.json and report.html from a run's directory, "
+                                                   "and exit with the code run gives that outcome.", 79),
+                         epilog=report_exit_codes_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("dir", type=Path)
+    rep.add_argument("--no-fail-on-slo", dest="fail_on_slo", action="store_false",
+                     help="exit 0 when only SLO verdicts failed, as run's option")
     sub.add_parser("scenarios", help="list the scenarios")
     sub.add_parser("harness-rate", help="the harness's own request rate per worker core", add_help=False)
     argv = sys.argv[1:] if argv is None else argv
@@ -1086,7 +1101,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"loadtest: {args.dir} is not a run's directory (no plan.json, run.json or locust.json)")
         s = report.build(args.dir)
         print(json.dumps({k: s[k] for k in ("scenario", "overall", "requests", "failures")}))
-        return 0
+        # the code run gave (or would have given) this outcome, so that a CI job may judge a copy of a run
+        ran = report.read_run(args.dir)
+        code, line = outcome(s, interrupted=bool(ran.get("interrupted")), fail_on_slo=args.fail_on_slo)
+        print(f"loadtest {s['scenario'] or 'report'}: {line}", file=sys.stderr)
+        return code
     if args.command == "scenarios":
         for name in scenarios.SCENARIOS:
             print(f"{name:12} {scenarios.build(name).description}")

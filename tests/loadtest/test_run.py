@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -1291,3 +1291,46 @@ def test_the_harness_says_each_worker_that_left_once(tmp_path: Path, capsys: pyt
     left, _ = leftworkers.read(path, -1.0, left, local, {1: 5.0}, 1000.0, final=True)
     assert left[0]["back_at"] == 50.0 and capsys.readouterr().err == ""  # not said again
     assert leftworkers.said(left[0], 30).endswith("gone); it came back after 50 s")
+
+
+@pytest.mark.parametrize(("change", "code", "last"), [
+    ({}, 0, "loadtest smoke: PASS (exit 0): complete, no request failed, "),
+    ({"slow_startup": True}, 1, "loadtest smoke: FAIL (exit 1): 1 of "),
+    ({"slow_startup": True, "no_fail_on_slo": True}, 0, "loadtest smoke: PASS (exit 0, --no-fail-on-slo): "),
+    ({"run": {"workers_lost": [{"worker": 1, "exit": -9, "at": 18.2}]}}, 3,
+     "loadtest smoke: INCOMPLETE (exit 3): Locust's worker 1 exited with -9 after 18.2 s of load"),
+    ({"run": {"interrupted": True, "load_seconds": 30.6}}, 130,
+     "loadtest smoke: INTERRUPTED (exit 130): a partial report"),
+])
+def test_the_report_command_exits_as_the_run_did(tmp_path: Path, change: dict[str, Any], code: int,
+                                                  last: str) -> None:
+    # it exited 0 whatever the report said, so a CI job that rebuilt a copied run's report could not judge it
+    import subprocess
+    import sys
+
+    from tests.loadtest.test_report import write_run
+
+    write_run(tmp_path, slow_startup=change.get("slow_startup", False))
+    ran = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**ran, **change.get("run", {})}))
+    proc = subprocess.run([sys.executable, "-m", "loadtest", "report", str(tmp_path),
+                           *(["--no-fail-on-slo"] if change.get("no_fail_on_slo") else [])],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1].startswith(last), proc.stderr
+    # stdout stays the summary's totals, one JSON line
+    assert json.loads(proc.stdout)["scenario"] == "smoke"
+    # and the code is the one run gives the same summary
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert run.outcome(summary, interrupted=bool(change.get("run", {}).get("interrupted")),
+                       fail_on_slo=not change.get("no_fail_on_slo"))[0] == code
+
+
+def test_the_report_command_lists_its_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run.main(["report", "--help"])
+    out = capsys.readouterr().out
+    codes = out[out.index("exit codes"):]
+    for code, _ in run.EXIT_CODES:
+        assert f"\n  {code:<5}" in codes, code
+    assert "--no-fail-on-slo" in out
