@@ -145,8 +145,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: 1)")
     p.add_argument("--expect-workers", type=_at_least(0), default=0, metavar="N",
                    help="wait for this many workers in all, remote ones included (default: --processes)")
-    p.add_argument("--workers-wait", type=_at_least(1), default=120, metavar="SECONDS",
-                   help="seconds to wait for the expected workers before giving up (default: %(default)s)")
+    p.add_argument("--workers-wait", type=_seconds, default=120.0, metavar="SECONDS",
+                   help="how long to wait for the expected workers before giving up, in seconds or as 90s, 5m "
+                        "(default: 120)")
     p.add_argument("--master-port", type=_port, default=0, metavar="PORT",
                    help="the master's port for workers (default: a free one)")
     p.add_argument("--master-bind-host", default="127.0.0.1", metavar="HOST",
@@ -381,7 +382,8 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", target]
     expect = args.expect_workers or args.processes
     master_cmd = [*locust, "--master", "--headless", "--expect-workers", str(expect),
-                  "--expect-workers-max-wait", str(args.workers_wait),
+                  # Locust's master takes whole seconds (0: for ever), and gives up once they are past
+                  "--expect-workers-max-wait", str(math.ceil(args.workers_wait)),
                   "--master-bind-host", args.master_bind_host, "--master-bind-port", str(master_port),
                   "--csv", str(out / "locust"), "--csv-full-history", "--json-file", str(out / "locust"),
                   "--loglevel", "INFO", "--logfile", str(out / "locust-master.log"), "--only-summary",
@@ -529,8 +531,8 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         for line in _locust_failures(out, None if no_workers else master, workers):
             print(f"loadtest: {line}", file=sys.stderr)
     if no_workers:
-        print(f"loadtest: gave up after {args.workers_wait} s: fewer than the {expect} expected workers joined, "
-              f"so no load ran; see {master_log}", file=sys.stderr)
+        print(f"loadtest: gave up after {args.workers_wait:g} s: fewer than the {expect} expected workers "
+              f"joined, so no load ran; see {master_log}", file=sys.stderr)
     if watcher.errors:
         print(f"loadtest: {watcher.errors} /metrics scrape{'s' if watcher.errors != 1 else ''} of {target} failed; "
               f"the last: {watcher.last_error}", file=sys.stderr)

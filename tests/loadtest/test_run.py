@@ -36,7 +36,15 @@ def test_duration_is_seconds_or_a_go_duration(text: str, seconds: float) -> None
     assert parse("--duration", text).duration == seconds
 
 
-@pytest.mark.parametrize("argv", [("--duration", "0"), ("--duration", "-5"), ("--duration", "nan"),
+@pytest.mark.parametrize(("text", "seconds"), [("30", 30.0), ("30s", 30.0), ("1.5m", 90.0), ("2m30s", 150.0),
+                                               ("0.5", 0.5)])
+def test_workers_wait_is_a_duration_as_duration_is(text: str, seconds: float) -> None:
+    # it took whole seconds only: `--workers-wait 5m` was refused where `--duration 5m` was not
+    assert parse("--workers-wait", text).workers_wait == seconds
+
+
+@pytest.mark.parametrize("argv", [("--workers-wait", "10x"), ("--workers-wait", "-1s"), ("--workers-wait", "inf"),
+                                  ("--duration", "0"), ("--duration", "-5"), ("--duration", "nan"),
                                   ("--duration", "inf"), ("--duration", "10x"), ("--users", "-1"),
                                   ("--scale", "0"), ("--scale", "-1"), ("--processes", "-1"),
                                   ("--scrape-interval", "0"), ("--workers-wait", "0"),

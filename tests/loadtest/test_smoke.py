@@ -102,18 +102,19 @@ def test_missing_workers_end_the_run_with_a_message(tmp_path: Path) -> None:
     # one local worker of the two expected: the master gives up after --workers-wait, the run says why
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "5",
-                           "--expect-workers", "2", "--workers-wait", "3", "--out", str(out), "--no-progress"],
+                           "--expect-workers", "2", "--workers-wait", "2.5s", "--out", str(out), "--no-progress"],
                           capture_output=True, text=True, timeout=80, cwd=tmp_path, env=_env())
     assert proc.returncode == 3  # not complete
-    assert "gave up after 3 s: fewer than the 2 expected workers joined, so no load ran" in proc.stderr
+    # a duration, as --duration takes (Locust's master waits whole seconds: 3)
+    assert "gave up after 2.5 s: fewer than the 2 expected workers joined, so no load ran" in proc.stderr
     # and the last word says so, not the verdicts the server's own traffic passed
-    assert "loadtest smoke: no load ran: fewer than the 2 expected Locust workers joined within 3 s" in proc.stdout
+    assert "loadtest smoke: no load ran: fewer than the 2 expected Locust workers joined within 2.5 s" in proc.stdout
     assert "SLOs" not in proc.stdout
     # the master's exit code 1 is that giving up: no line sends the user to its empty .err
     assert "Locust's master exited" not in proc.stderr
     assert json.loads((out / "summary.json").read_text())["overall"] == "incomplete"
-    assert json.loads((out / "run.json").read_text())["workers_missing_after"] == 3
-    assert "<th>Load</th><td>none: fewer than the 2 expected Locust workers joined within 3 s" in \
+    assert json.loads((out / "run.json").read_text())["workers_missing_after"] == 2.5
+    assert "<th>Load</th><td>none: fewer than the 2 expected Locust workers joined within 2.5 s" in \
         (out / "report.html").read_text()
 
 
