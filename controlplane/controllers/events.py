@@ -243,14 +243,13 @@ class Recorder:
                count: int) -> dict[str, Any]:
         kind, meta = ref.kind, ref.obj.get("metadata") or {}
         # a cluster-scoped object's events live in "default" but name no namespace (as
-        # client-go's recorder), which `kubectl describe node` searches them by
-        involved = {"apiVersion": API_VERSIONS.get(kind) or str(ref.obj.get("apiVersion") or "v1"), "kind": kind,
-                    "namespace": meta.get("namespace") or "", "name": meta.get("name", ""),
-                    "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")}
-        if not involved["resourceVersion"]:
-            del involved["resourceVersion"]
-        if ref.field_path:
-            involved["fieldPath"] = ref.field_path
+        # client-go's recorder), which `kubectl describe node` searches them by; every field of
+        # an ObjectReference is omitempty in Go, so an empty one (that namespace, a reference
+        # without a resourceVersion or a field path) is left out, not written as ""
+        involved = {k: v for k, v in (
+            ("kind", kind), ("namespace", meta.get("namespace")), ("name", meta.get("name")), ("uid", meta.get("uid")),
+            ("apiVersion", API_VERSIONS.get(kind) or str(ref.obj.get("apiVersion") or "v1")),
+            ("resourceVersion", meta.get("resourceVersion")), ("fieldPath", ref.field_path)) if v}
         # as client-go's recorder: the reporting instance is the source's host, which a
         # controller's recorder leaves empty (kubectl's SOURCE column: the component alone)
         source = {"component": self.component, **({"host": ref.host} if ref.host else {})}

@@ -512,7 +512,7 @@ async def test_a_node_seen_first_is_registered_and_a_deleted_one_removed(tmp_pat
         assert all(e["source"]["component"] == "node-controller" for e in ours)
         assert all(e["involvedObject"]["kind"] == "Node" and e["involvedObject"]["name"] == "fresh"
                    and e["involvedObject"]["uid"] == created["metadata"]["uid"]
-                   and not e["involvedObject"]["namespace"] for e in ours)
+                   and "namespace" not in e["involvedObject"] for e in ours)
         # upstream's RecordNodeEvent reference: apiVersion v1, no resourceVersion
         assert all(e["involvedObject"]["apiVersion"] == "v1" and "resourceVersion" not in e["involvedObject"]
                    for e in ours)

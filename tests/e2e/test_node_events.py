@@ -5,6 +5,7 @@ controllers: the simulated kubelet's (``nodes/events.py``) and the node lifecycl
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,26 @@ def test_kubectl_events_for_the_node_and_a_cordon_seen_by_its_kubelet(served: Se
     finally:
         kubectl(served, "uncordon", NODE)
     eventually(lambda: "NodeSchedulable " in kubectl(served, "events", "--for", f"node/{NODE}"))
+
+
+def test_node_events_name_no_namespace_in_their_reference(served: Serve) -> None:
+    # they carried `involvedObject.namespace: ""`, which kube-apiserver never writes (every field of an
+    # ObjectReference is omitempty); the events themselves are in default, as client-go records them,
+    # and `involvedObject.namespace=` (kubectl describe node's selector) still finds them
+    import httpx
+
+    from tests.e2e.test_kubernetes_client import bearer
+
+    selector = f"involvedObject.kind=Node,involvedObject.name={NODE},involvedObject.namespace="
+
+    def listed() -> list[dict[str, Any]]:
+        with httpx.Client(base_url=served.url, headers=bearer(served), timeout=10) as http:
+            r = http.get("/api/v1/events", params={"fieldSelector": selector})
+        assert r.status_code == 200, r.text
+        items: list[dict[str, Any]] = r.json()["items"]
+        reasons = {e["reason"] for e in items}
+        return items if {"NodeReady", "RegisteredNode"} <= reasons else []
+
+    items = eventually(listed)
+    for e in items:
+        assert "namespace" not in e["involvedObject"] and e["metadata"]["namespace"] == "default", e
