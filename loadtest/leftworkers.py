@@ -3,8 +3,10 @@
 Locust's master writes them (``loadtest.locustfiles.workers``, a worker killed on another
 machine, which only the master notices) into the file ``LOADTEST_WORKERS_FILE`` names; the
 harness reads it during the run (:func:`read`), keeps them in ``run.json``'s ``workers_left``,
-and the report makes the run incomplete with :func:`said`'s sentence for each. Nothing here
-imports Locust, which patches the standard library (gevent) of the process that imports it.
+and the report makes the run incomplete with :func:`said`'s sentence for each one :func:`lost`
+(its users' load was lost), and notes the others: a worker that quit cleanly while others
+went on, to which the master handed its users. Nothing here imports Locust, which patches the
+standard library (gevent) of the process that imports it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_LIVENESS", "ENV_FILE", "ENV_LIVENESS", "heartbeat_liveness", "read", "said"]
+__all__ = ["DEFAULT_LIVENESS", "ENV_FILE", "ENV_LIVENESS", "heartbeat_liveness", "lost", "read", "said"]
 
 ENV_FILE = "LOADTEST_WORKERS_FILE"
 # seconds of missed heartbeats before the master gives a worker up; Locust's 3 is too few on a
@@ -64,9 +66,10 @@ def read(path: Path, seen: float, left: list[dict[str, Any]], local: list[Any], 
         is_local = str(e.get("id", "")).startswith(host) and e.get("pid") in here
         if is_local and e.get("pid") in dead_here:
             continue
+        others = e.get("others")
         now.append({"worker": str(e.get("worker")), "how": e.get("how"), "local": is_local,
                     "last_heard": seconds(e.get("last_heard")), "at": seconds(e.get("at")),
-                    "back_at": seconds(e.get("back_at"))})
+                    "back_at": seconds(e.get("back_at")), "others": others if isinstance(others, int) else None})
     told = {(e["worker"], e["at"]) for e in left}
     for e in now:
         if (e["worker"], e["at"]) not in told:
@@ -74,12 +77,28 @@ def read(path: Path, seen: float, left: list[dict[str, Any]], local: list[Any], 
     return now, mtime
 
 
+def lost(e: dict[str, Any]) -> bool:
+    """Whether the load lost what the worker that left made, which makes the run incomplete:
+    one given up for its heartbeats (Locust's master hands its users to no one), or the last
+    worker's clean quit, on which the master ends the test. A clean quit while other workers
+    went on is not (the master hands its users to them, as Locust does), nor is any quit at
+    the run's end, which is not recorded. A quit recorded without ``others`` (a run of an
+    older harness) counts as before, as lost."""
+    return e.get("how") != "quit" or not e.get("others")
+
+
 def said(e: dict[str, Any], liveness: int) -> str:
     """What a worker that left the test did, in one line (the harness's, the report's)."""
     where = "" if e.get("local") else " (remote)"
     if e.get("how") == "quit":
-        return (f"Locust's worker {e['worker']}{where} quit after {_seconds(e['at'])} s of load, before the run's "
-                "end (its users were handed to the other workers and started anew, if any were left)")
+        quit_ = f"Locust's worker {e['worker']}{where} quit after {_seconds(e['at'])} s of load, before the run's end"
+        others = e.get("others")
+        if others is None:
+            return quit_ + " (its users were handed to the other workers and started anew, if any were left)"
+        if others == 0:
+            return quit_ + ", the last worker: its master ended the load there"
+        return (quit_ + f" (Ctrl-C on it, or its own exit): its master handed its users to the {others} other "
+                f"worker{'s' if others != 1 else ''}, which started them anew")
     heard = e.get("last_heard")
     since = f"after {_seconds(heard)} s of load" if heard is not None else "before its first heartbeat"
     text = (f"Locust's worker {e['worker']}{where} stopped answering its master {since} (no heartbeat for "

@@ -463,6 +463,9 @@ def build(out: Path) -> dict[str, Any]:
         "quota": run.get("quota"),
         "complete": False,
         "incomplete_because": _incomplete_because(run, bool(raw), bool(server), summary_errors),
+        # workers that quit cleanly while others went on with their users: said, not held against the run
+        "workers_quit": [leftworkers.said(e, leftworkers.DEFAULT_LIVENESS) for e in run.get("workers_left") or ()
+                         if not leftworkers.lost(e)],
         "plots": [],
     }
     summary["complete"] = not summary["incomplete_because"]
@@ -500,7 +503,8 @@ def _incomplete_because(run: dict[str, Any], locust_results: bool, scraped: bool
         why.append(f"Locust's worker {lost['worker']} exited with {lost['exit']} after {fmt(lost['at'])} s of load "
                    "(its users made no load after that)")
     for left in run.get("workers_left") or ():
-        why.append(leftworkers.said(left, run.get("heartbeat_liveness") or leftworkers.DEFAULT_LIVENESS))
+        if leftworkers.lost(left):
+            why.append(leftworkers.said(left, run.get("heartbeat_liveness") or leftworkers.DEFAULT_LIVENESS))
     if run.get("server_exited_at") is not None:
         why.append(f"controlplane serve exited after {fmt(run['server_exited_at'])} s of load")
     if run.get("target_unreachable_at") is not None:
@@ -624,6 +628,8 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
         facts.append(("Pods (quota run)", f"{fmt(quota.get('created'))} created, {fmt(quota.get('deleted'))} deleted "
                                           f"of {fmt(quota.get('target'))}; "
                       + (f"completed after {fmt(done)} s" if done is not None else "NOT completed")))
+    if summary.get("workers_quit"):
+        facts.append(("Workers that quit", "; ".join(summary["workers_quit"])))
     if summary.get("incomplete_because"):
         facts.append(("Not complete", "; ".join(summary["incomplete_because"])))
     fact_rows = "".join(f"<tr><th>{k}</th><td>{fmt(v)}</td></tr>" for k, v in facts)

@@ -784,6 +784,8 @@ def run(args: argparse.Namespace) -> int:
           f"report: {out / 'report.html'}")
     if summary["incomplete_because"]:
         print(f"  not complete: {'; '.join(summary['incomplete_because'])}")
+    for line in summary["workers_quit"]:
+        print(f"  note: {line}")
     for r in summary["client_errors"][:3]:
         print(f"  {r['count']:>7,} errors in the load's clients: {r['message']} ({r['where']}; see "
               f"{out / 'locust_exceptions.csv'})")

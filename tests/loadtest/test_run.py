@@ -1246,7 +1246,12 @@ steps.append(w.check())
 runner.state = STATE_STOPPED  # the end of the test: c's quit is not recorded
 runner.clients.nodes = {"a": node("a", STATE_RUNNING)}
 steps.append(w.check())
-w.write()
+runner.state = STATE_RUNNING  # a test again, with a alone
+steps.append(w.check())
+del runner.clients.nodes["a"]  # a quits, the last worker: the master stops the test at once
+w.on_test_stopping(environment=None)  # (before it leaves the running state)
+runner.state = STATE_STOPPED
+steps.append(w.check())
 print(json.dumps({"steps": steps, "file": json.loads(Path(sys.argv[1]).read_text())}))
 '''
 
@@ -1260,12 +1265,47 @@ def test_the_master_records_the_workers_that_leave_the_test(tmp_path: Path) -> N
                           text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen["steps"] == [False, False, True, True, False]
-    a, b = sorted(seen["file"]["left"], key=lambda e: e["how"])
+    assert seen["steps"] == [False, False, True, True, False, False, False]
+    b, a, last = seen["file"]["left"]  # in the order the master saw them
     assert (a["worker"], a["pid"], a["how"], a["last_heard"]) == ("host-a", 11, "missing", 100.0)
     assert a["back_at"] is not None and a["back_at"] >= a["at"]
-    # b never reported: named by Locust's id
-    assert (b["worker"], b["pid"], b["how"], b["back_at"]) == ("b", None, "quit", None)
+    # b never reported: named by Locust's id; c went on (a, missing, makes no load), and took its users
+    assert (b["worker"], b["pid"], b["how"], b["back_at"], b["others"]) == ("b", None, "quit", None, 1)
+    # the last worker's quit, seen as the master stopped the test for it: no worker went on
+    assert (last["worker"], last["how"], last["others"]) == ("host-a", "quit", 0)
+
+
+@pytest.mark.parametrize(("entry", "lost", "said"), [
+    ({"how": "missing", "others": 2}, True, "stopped answering its master after 10 s of load"),
+    ({"how": "quit", "others": 2}, False, "quit after 40 s of load, before the run's end (Ctrl-C on it, or its own "
+                                          "exit): its master handed its users to the 2 other workers, which started "
+                                          "them anew"),
+    ({"how": "quit", "others": 1}, False, "to the 1 other worker, which started them anew"),
+    ({"how": "quit", "others": 0}, True, "quit after 40 s of load, before the run's end, the last worker: its master "
+                                         "ended the load there"),
+    ({"how": "quit"}, True, "if any were left"),  # an older harness's run.json: as it was judged then
+])
+def test_only_a_worker_whose_load_was_lost_makes_the_run_incomplete(tmp_path: Path, entry: dict[str, Any],
+                                                                      lost: bool, said: str) -> None:
+    # a remote worker that quit cleanly (Ctrl-C on it) while others went on made the run incomplete, though
+    # Locust's master had handed its users to the others (a quit, unlike a heartbeat gone missing)
+    from loadtest import leftworkers
+    from tests.loadtest.test_report import write_run
+
+    left = {"worker": "host3", "local": False, "last_heard": 10.0, "at": 40.0, "back_at": None, **entry}
+    assert leftworkers.lost(left) is lost
+    assert said in leftworkers.said(left, 30)
+    write_run(tmp_path)
+    ran = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**ran, "workers_left": [left]}))
+    summary = report.build(tmp_path)
+    assert summary["complete"] is not lost
+    assert summary["incomplete_because"] == ([leftworkers.said(left, 30)] if lost else [])
+    assert summary["workers_quit"] == ([] if lost else [leftworkers.said(left, 30)])
+    page = (tmp_path / "report.html").read_text()
+    assert ("<th>Workers that quit</th>" in page) is not lost and ("<th>Not complete</th>" in page) is lost
+    code, _ = run.outcome(summary, interrupted=False)
+    assert code == (run.EXIT_INCOMPLETE if lost else run.EXIT_PASS)
 
 
 def test_the_harness_says_each_worker_that_left_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1283,12 +1323,12 @@ def test_the_harness_says_each_worker_that_left_once(tmp_path: Path, capsys: pyt
         {"worker": "w1", "id": f"{here}_x", "pid": os.getpid() + 1, "how": "missing", "last_heard": 1005.0,
          "at": 1035.0, "back_at": None},
         {"worker": "host3", "id": "host3_y", "pid": os.getpid(), "how": "missing", "last_heard": 1010.25,
-         "at": 1040.0, "back_at": None},
+         "at": 1040.0, "back_at": None, "others": 1},
     ]
     path.write_text(json.dumps({"left": entries}))
     left, seen = leftworkers.read(path, -1.0, [], local, {1: 5.0}, 1000.0)
     assert left == [{"worker": "host3", "how": "missing", "local": False, "last_heard": 10.2, "at": 40.0,
-                     "back_at": None}]
+                     "back_at": None, "others": 1}]
     err = capsys.readouterr().err
     assert err == ("loadtest: Locust's worker host3 (remote) stopped answering its master after 10.2 s of load "
                    f"(no heartbeat for {leftworkers.heartbeat_liveness()} s: killed, stalled, or its machine or "

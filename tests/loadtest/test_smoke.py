@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -233,6 +234,98 @@ def test_a_remote_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_pat
     assert f"  not complete: {why}" in stdout
     assert stdout.rstrip().splitlines()[-1].startswith("loadtest smoke: INCOMPLETE (exit 3): Locust's worker ")
     assert "Not complete" in (out / "report.html").read_text()
+    assert _session(proc.pid) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("names", [("ext-a", "ext-b"), ("ext-a",)])
+def test_a_remote_worker_that_quits_cleanly_leaves_the_run_complete_unless_it_was_the_last(
+        tmp_path: Path, names: tuple[str, ...]) -> None:
+    # workers the harness did not start: ext-a Ctrl-C'd under the load (Locust's `quit`: its master hands its
+    # users to the others), ext-b, if any, exiting on its own at the run's end. ext-a made the run incomplete
+    # (exit 3) as a worker killed would, though no load was lost; alone, it ends the load (the master stops
+    # the test when its last worker quits), and the run is incomplete for that
+    import os
+    import signal
+    import threading
+
+    from loadtest import leftworkers
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "35",
+                             "--processes", "0", "--expect-workers", str(len(names)), "--out", str(out),
+                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=_env(), start_new_session=True)
+    said: list[str] = []
+    command = threading.Event()
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+            if "--worker" in line:
+                command.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    workers: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        assert command.wait(60), "".join(said)
+        line = next(x for x in said if "--worker" in x).strip().replace("THIS_HOST", "127.0.0.1")
+        for name in names:  # as two machines would name themselves
+            pasted = line.replace("LOADTEST_WORKER=$(hostname)", f"LOADTEST_WORKER={name}")
+            workers[name] = subprocess.Popen(
+                ["bash", "-c", pasted.replace(" python -m locust ", f" {sys.executable} -m locust ")], cwd=ROOT,
+                env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not _pods_created(out):  # the load is under way
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(said)
+            time.sleep(0.2)
+        time.sleep(3)
+        os.killpg(workers["ext-a"].pid, signal.SIGINT)  # a terminal's Ctrl-C, to its foreground process group
+        workers["ext-a"].wait(timeout=30)
+        quit_at = time.monotonic()
+        stdout = proc.stdout.read() if proc.stdout else ""
+        proc.wait(timeout=90)
+        if len(names) == 1:  # the load ended there, not after the 35 s of --duration
+            assert time.monotonic() - quit_at < 25, stdout + "".join(said)
+        else:  # the other one was told to quit at the end, and did, on its own
+            assert workers["ext-b"].wait(timeout=30) == 0
+    finally:
+        started: list[subprocess.Popen[Any]] = [proc, *workers.values()]
+        for p in started:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        reader.join(5)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    stderr = "".join(said)
+    summary = json.loads((out / "summary.json").read_text())
+    run = json.loads((out / "run.json").read_text())
+    # ext-a is recorded, and ext-b's exit at the end is not
+    [left] = run["workers_left"]
+    assert (left["worker"], left["how"], left["local"], left["others"]) == ("ext-a", "quit", False, len(names) - 1)
+    quit_ = leftworkers.said(left, 30)
+    assert f"loadtest: {quit_}\n" in stderr, stderr
+    assert run["master_exit"] == 0  # it wrote its results either way
+    if len(names) == 1:
+        assert quit_.endswith(" s of load, before the run's end, the last worker: its master ended the load there")
+        assert summary["complete"] is False and summary["incomplete_because"] == [quit_]
+        assert proc.returncode == 3, stdout + stderr
+        assert stdout.rstrip().splitlines()[-1].startswith("loadtest smoke: INCOMPLETE (exit 3): Locust's worker ext-a")
+        return
+    assert quit_.endswith(" s of load, before the run's end (Ctrl-C on it, or its own exit): its master handed its "
+                          "users to the 1 other worker, which started them anew")
+    assert summary["complete"] is True and summary["incomplete_because"] == [], stdout + stderr
+    # complete: its code is the verdicts' (a loaded machine's latencies may fail one), never 3
+    failed = [v for v in summary["verdicts"] if v["verdict"] == "fail"]
+    assert proc.returncode == (1 if failed or summary["failures"] else 0), stdout + stderr
+    assert summary["workers_quit"] == [quit_]
+    assert f"  note: {quit_}" in stdout
+    assert "<th>Workers that quit</th>" in (out / "report.html").read_text()
     assert _session(proc.pid) == []
 
 
