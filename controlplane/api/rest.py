@@ -3127,6 +3127,8 @@ GENERATION: dict[tuple[str, str], tuple[str, ...]] = {
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): ("webhooks",),
     ("admissionregistration.k8s.io", "validatingadmissionpolicies"): _SPEC,
     ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): _SPEC,
+    ("admissionregistration.k8s.io", "mutatingadmissionpolicies"): _SPEC,
+    ("admissionregistration.k8s.io", "mutatingadmissionpolicybindings"): _SPEC,
     ("resource.k8s.io", "deviceclasses"): _SPEC,
     ("resource.k8s.io", "resourceslices"): _SPEC,
     ("resource.k8s.io", "devicetaintrules"): _SPEC,

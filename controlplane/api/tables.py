@@ -869,6 +869,13 @@ COLUMNS: dict[str, list[Column]] = {
              if _get(o, "spec", "paramKind", default=None) else "<unset>"), _AGE],
     "validatingadmissionpolicybindings": [
         _NAME, _col("PolicyName", lambda o: _get(o, "spec", "policyName")), _col("ParamRef", _param_ref), _AGE],
+    "mutatingadmissionpolicies": [
+        _NAME, _col("Mutations", lambda o: len(_get(o, "spec", "mutations", default=[]) or ()), "integer"),
+        _col("ParamKind", lambda o: (f"{_get(o, 'spec', 'paramKind', 'apiVersion')}/"
+                                     f"{_get(o, 'spec', 'paramKind', 'kind')}")
+             if _get(o, "spec", "paramKind", default=None) else "<unset>"), _AGE],
+    "mutatingadmissionpolicybindings": [
+        _NAME, _col("PolicyName", lambda o: _get(o, "spec", "policyName")), _col("ParamRef", _param_ref), _AGE],
     "resourceclaims": [_NAME, _col("State", _claim_state), _AGE],
     "apiservices": [_NAME, _col("Service", _apiservice_service), _col("Available", _apiservice_available), _AGE],
     "flowschemas": [_NAME, _col("PriorityLevel", lambda o: _get(o, "spec", "priorityLevelConfiguration", "name")),
@@ -1075,6 +1082,12 @@ _DOCS: dict[str, dict[str, Doc]] = {
         "Validations": "Validations indicates the number of validation rules defined in this configuration",
         "ParamKind": "ParamKind specifies the kind of resources used to parameterize this policy"},
     "validatingadmissionpolicybindings": {
+        "PolicyName": "PolicyName indicates the policy definition which the policy binding binded to",
+        "ParamRef": "ParamRef indicates the param resource which sets the configration param"},
+    "mutatingadmissionpolicies": {
+        "Mutations": "Mutation indicates the number of mutations rules defined in this configuration",
+        "ParamKind": "ParamKind specifies the kind of resources used to parameterize this policy"},
+    "mutatingadmissionpolicybindings": {
         "PolicyName": "PolicyName indicates the policy definition which the policy binding binded to",
         "ParamRef": "ParamRef indicates the param resource which sets the configration param"},
     "flowschemas": {

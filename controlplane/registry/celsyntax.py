@@ -39,6 +39,15 @@ that unescapes to itself, is left alone::
     has(self.spec.__namespace__)         -> ("namespace" in (self.spec))
     self.?x__dot__y                      -> self._cp_opt_field('x.y')
 
+A message construction, which the interpreter parses but cannot evaluate (a
+MutatingAdmissionPolicy's ``JSONPatch{op: "add", path: "/x", value: 1}`` and
+``Object{spec: Object.spec{replicas: 1}}``), is rewritten to a map of its fields plus a
+``_cp_type`` entry that names the type as written (``api/mutatingpolicy.py`` checks and drops
+it)::
+
+    Object{spec: Object.spec{replicas: 1}}
+    -> {"_cp_type": "Object", "spec": {"_cp_type": "Object.spec", "replicas": 1}}
+
 Not rewritten: an optional selected on anything but such a chain (``optional.of(m).f``, or
 ``(self.?a).b``) is not propagated, and optional entries of list and map literals
 (``[?x]``, ``{?'k': v}``) stay refused by the parser. Text inside string literals is never
@@ -52,12 +61,15 @@ import re
 from contextvars import ContextVar
 
 __all__ = ["CHAIN_FIELD", "CHAIN_INDEX", "ENTRIES", "MAP_OF", "MERGED", "OPTIONAL_FIELD", "OPTIONAL_INDEX",
-           "RESERVED", "escaped_names", "rewritten", "unescaped"]
+           "RESERVED", "STRUCT_TYPE", "escaped_names", "rewritten", "unescaped"]
 
 OPTIONAL_FIELD, OPTIONAL_INDEX = "_cp_opt_field", "_cp_opt_index"
 CHAIN_FIELD, CHAIN_INDEX = "_cp_field", "_cp_index"
 ENTRIES, MAP_OF, MERGED = "_cp_entries", "_cp_map_of", "_cp_merged"
 _ENTRY = "_cp_e"
+STRUCT_TYPE = "_cp_type"  # the key a message construction's map names its type under
+# a name, maybe qualified, then ``{``: a message construction (CEL has no other ``name {``)
+_STRUCT = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*\s*\{")
 _TWO_VARIABLE = {"all": 3, "exists": 3, "existsOne": 3, "exists_one": 3, "transformList": 4, "transformMap": 4,
                  "transformMapEntry": 4}  # the most arguments each takes
 _TWO_VARIABLE_CALL = re.compile(r"\.\s*(?:" + "|".join(_TWO_VARIABLE) + r")\s*\(")
@@ -157,14 +169,29 @@ def rewritten(expression: str, unescape: bool = False) -> str:
     returned as it is."""
     unescape = unescape and "__" in expression and _ESCAPED_SELECTION.search(expression) is not None
     if ".?" not in expression and "[?" not in expression.replace(" ", "") \
-            and not _TWO_VARIABLE_CALL.search(expression) and not unescape:
+            and not _TWO_VARIABLE_CALL.search(expression) and not unescape \
+            and ("{" not in expression or not _STRUCT.search(expression)):
         return expression
+    tokens = _tokens(expression)
+    if not _balanced(tokens):
+        return expression  # left to the parser, which says where (a rewrite would close the brackets)
     token = _UNESCAPING.set(unescape)
     try:
-        out, _ = _rewrite(_tokens(expression), 0, "")
+        out, _ = _rewrite(tokens, 0, "")
     finally:
         _UNESCAPING.reset(token)
     return "".join(out)
+
+
+def _balanced(tokens: list[str]) -> bool:
+    """Whether every bracket among ``tokens`` is closed by its own kind, in order."""
+    stack: list[str] = []
+    for token in tokens:
+        if token in _CLOSING:
+            stack.append(_CLOSING[token])
+        elif token in (")", "]", "}") and (not stack or stack.pop() != token):
+            return False
+    return not stack
 
 
 def _next(tokens: list[str], at: int) -> int:
@@ -187,6 +214,13 @@ def _rewrite(tokens: list[str], at: int, closing: str) -> tuple[list[str], int]:
             out.append(token)
             at += 1
             continue
+        if _NAME.fullmatch(token) and token not in RESERVED and not _after_dot(out):
+            struct = _struct(tokens, at)
+            if struct is not None:
+                text, at = struct
+                out.append(text)
+                chained = False
+                continue
         if token == "has" and not _after_dot(out):
             test = _has_escaped(tokens, at)
             if test is not None:
@@ -330,3 +364,29 @@ def _two_variable(tokens: list[str], macro: str, paren: int) -> tuple[str, int] 
     if macro == "transformMap":
         return f"{walk}.map({_ENTRY}, [{_ENTRY}[0], {bound(made)}]).{MAP_OF}()", end
     return f"{walk}.map({_ENTRY}, {bound(made)}).{MERGED}()", end
+
+
+def _struct(tokens: list[str], at: int) -> tuple[str, int] | None:
+    """The message construction whose type name starts at ``at`` (``Object.spec{a: 1}``) as
+    a map with its type's name (module docstring), and the index past its ``}``; None when
+    the name is not followed by ``{``, or the fields are not ``name: value`` pairs."""
+    names = [tokens[at]]
+    end = _next(tokens, at + 1)
+    while end + 1 < len(tokens) and tokens[end] == "." and _NAME.fullmatch(tokens[_next(tokens, end + 1)]):
+        name_at = _next(tokens, end + 1)
+        names.append(tokens[name_at])
+        end = _next(tokens, name_at + 1)
+    if end >= len(tokens) or tokens[end] != "{":
+        return None
+    fields, after = _arguments(tokens, end)
+    entries = [f'"{STRUCT_TYPE}": "{".".join(names)}"']
+    for field in fields:
+        name_at = _next(field, 0)
+        if name_at >= len(field):
+            continue  # a trailing comma, or no fields
+        colon = _next(field, name_at + 1)
+        if not _NAME.fullmatch(field[name_at]) or colon >= len(field) or field[colon] != ":":
+            return None
+        value, _ = _rewrite(field[colon + 1:], 0, "")
+        entries.append(f'"{field[name_at]}": {"".join(value).strip()}')
+    return "{" + ", ".join(entries) + "}", after

@@ -52,6 +52,7 @@ from .immutable import (
 from .ipfields import pod_status_ip_causes, service_ip_causes
 from .labelkeys import merge_label_keys
 from .leases import prepare_lease
+from .mutatingpolicies import prepare_mutating_admission_policy, prepare_mutating_admission_policy_binding
 from .networking import (
     load_balancer_ip_causes,
     prepare_endpoint_slice,
@@ -567,6 +568,8 @@ _PREPARERS.update({
     "mutatingwebhookconfigurations": prepare_webhook_configuration,
     "validatingwebhookconfigurations": prepare_webhook_configuration,
     "validatingadmissionpolicies": prepare_validating_admission_policy,
+    "mutatingadmissionpolicies": prepare_mutating_admission_policy,
+    "mutatingadmissionpolicybindings": prepare_mutating_admission_policy_binding,
     "podgroups": prepare_podgroup, "workloads": prepare_scheduling_workload,
     "servicecidrs": prepare_service_cidr, "ipaddresses": prepare_ip_address,
 })

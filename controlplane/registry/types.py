@@ -169,6 +169,11 @@ BUILTIN: tuple[ResourceType, ...] = (
                  False, categories=("api-extensions",), subresources=("status",)),
     ResourceType("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
                  "validatingadmissionpolicybindings", False, categories=("api-extensions",)),
+    # applied in the mutating phase of every write: api/mutatingpolicy.py
+    ResourceType("admissionregistration.k8s.io", "v1", "MutatingAdmissionPolicy", "mutatingadmissionpolicies",
+                 False, categories=("api-extensions",)),
+    ResourceType("admissionregistration.k8s.io", "v1", "MutatingAdmissionPolicyBinding",
+                 "mutatingadmissionpolicybindings", False, categories=("api-extensions",)),
     ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
