@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import ipaddress
 import logging
@@ -121,6 +122,7 @@ from .http1 import BODY_TIMEOUT, EXCHANGE_SCOPE_KEY, RECEIVED_SCOPE_KEY, Exchang
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
 from .limitranger import LimitRanger
+from .mutatingpolicy import MutatingPolicies, Reinvocation
 from .namespace_deleter import empty_namespace
 from .negotiation import (
     AS_YAML,
@@ -270,6 +272,10 @@ class KubeApi:
         policy_bindings = registry.get("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
         self._policies = AdmissionPolicies(self, policies, policy_bindings) \
             if policies is not None and policy_bindings is not None else None
+        mutating = registry.get("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies")
+        mutating_bindings = registry.get("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings")
+        self._mutating_policies = MutatingPolicies(self, mutating, mutating_bindings) \
+            if mutating is not None and mutating_bindings is not None else None
         self.webhooks: AdmissionWebhooks | None = None  # admission webhooks (admission_webhooks)
         self.conversions: ConversionWebhooks | None = None  # CRD conversion webhooks (admission_webhooks)
         accounts = registry.get("", "v1", "serviceaccounts")
@@ -1150,10 +1156,8 @@ class KubeApi:
             await self._limit_ranger.admit(rtype, namespace, obj)
         if rtype is self._default_classes.claims or rtype is self._default_classes.ingresses:
             await self._default_classes.admit(rtype, obj)  # (a claim's class is what its quota counts)
-        if self.webhooks is not None and self.webhooks.active(mutating=True) and await self.webhooks.mutate(
-                rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
-                generated_name=not name):  # the last mutating admission
-            self._default_patched(rtype, obj)
+        if await self._mutating_admission(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
+                                          generated_name=not name):  # the last mutating admission
             meta = obj["metadata"]
         if rtype is self._pods and isinstance(obj.get("spec"), dict) and isinstance(obj.get("status"), dict):
             obj["status"]["qosClass"] = qos_class(obj["spec"])  # once admission set the resources (upstream)
@@ -1751,9 +1755,49 @@ class KubeApi:
         and no other pod update); then the mutating webhooks."""
         if rtype is self._pods and subresource == "resize" and self._limit_ranger is not None:
             await self._limit_ranger.admit(rtype, namespace, obj, annotate=False)
-        if self.webhooks is not None and self.webhooks.active(mutating=True) and await self.webhooks.mutate(
-                rtype, namespace, name, "UPDATE", obj, old, subresource):
-            self._default_patched(rtype, obj)
+        await self._mutating_admission(rtype, namespace, name, "UPDATE", obj, old, subresource)
+
+    async def _mutating_admission(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
+                                  obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None,
+                                  kind: tuple[str, str, str] | None = None, generated_name: bool = False,
+                                  default: bool = True) -> bool:
+        """The last mutating admission of a write, in upstream's plugin order: the
+        MutatingAdmissionPolicies (api/mutatingpolicy.py), the mutating webhooks, then the
+        policies with ``reinvocationPolicy: IfNeeded`` again if the webhooks (or a later
+        policy) changed the object since they ran. ``obj`` is changed in place and defaulted
+        again after each that changed it (``default``); True: one did. Two generation
+        comparisons while neither policy bindings nor webhooks are stored."""
+        policies = self._mutating_policies
+        if policies is not None and not policies.active():
+            policies = None
+        webhooks = self.webhooks
+        if webhooks is not None and not webhooks.active(mutating=True):
+            webhooks = None
+        if policies is None and webhooks is None:
+            return False
+        changed = False
+        reinvocation = Reinvocation()
+        user = REQUEST_USER.get()
+        if policies is not None and await policies.mutate(rtype, namespace, name, operation, obj, old, subresource,
+                                                          user, kind, generated_name, reinvocation):
+            changed = True
+            if default:
+                self._default_patched(rtype, obj)
+        if webhooks is not None:
+            if reinvocation.invoked:
+                reinvocation.output = copy.deepcopy(obj)
+            if await webhooks.mutate(rtype, namespace, name, operation, obj, old, subresource,
+                                     generated_name=generated_name, kind=kind):
+                changed = True
+                if default:
+                    self._default_patched(rtype, obj)
+        again = reinvocation.needed(obj if webhooks is not None else None) if reinvocation.invoked else []
+        if again and policies is not None and await policies.mutate(
+                rtype, namespace, name, operation, obj, old, subresource, user, kind, generated_name, only=again):
+            changed = True
+            if default:
+                self._default_patched(rtype, obj)
+        return changed
 
     def _default_patched(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
         """An object a mutating webhook patched, defaulted again (upstream decodes the patched
@@ -2105,7 +2149,9 @@ class KubeApi:
         webhooks = self.webhooks
         if webhooks is not None and webhooks.active(mutating):
             return True
-        return not mutating and self._policies is not None and self._policies.active()
+        if mutating:
+            return self._mutating_policies is not None and self._mutating_policies.active()
+        return self._policies is not None and self._policies.active()
 
     async def _mutate_subresource(self, admission: tuple[ResourceType, str, tuple[str, str, str]],
                                   namespace: str | None, name: str, operation: str, obj: dict[str, Any],
@@ -2113,8 +2159,7 @@ class KubeApi:
         """Mutating admission of such a write: the mutating webhooks, with the subresource's own
         kind (``admission``: the resource, the subresource, the kind), patching ``obj`` in place."""
         rtype, subresource, kind = admission
-        if self.webhooks is not None and self.webhooks.active(mutating=True):
-            await self.webhooks.mutate(rtype, namespace, name, operation, obj, old, subresource, kind=kind)
+        await self._mutating_admission(rtype, namespace, name, operation, obj, old, subresource, kind, default=False)
 
     async def _validate_subresource(self, admission: tuple[ResourceType, str, tuple[str, str, str]],
                                     namespace: str | None, name: str, operation: str, obj: dict[str, Any],
@@ -2190,9 +2235,8 @@ class KubeApi:
         it connects with), then the policies and the validating webhooks, each seeing the
         options as the object, of the options' kind (``api/webhooks.py``)."""
         kind = ("", "v1", str(options["kind"]))
-        webhooks = self.webhooks
-        if webhooks is not None and webhooks.active(mutating=True):
-            await webhooks.mutate(rtype, namespace, name, "CONNECT", options, None, subresource, kind=kind)
+        await self._mutating_admission(rtype, namespace, name, "CONNECT", options, None, subresource, kind,
+                                       default=False)
         if self._subresource_admission(mutating=False):
             await self._validate_subresource((rtype, subresource, kind), namespace, name, "CONNECT", options, None)
 

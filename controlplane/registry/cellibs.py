@@ -536,6 +536,8 @@ FUNCTIONS: dict[str, Any] = {
     "sets.equivalent": lambda a, b: _sets_contains(a, b) and _sets_contains(b, a),
     "sets.intersects": _sets_intersects,
     "strings.quote": _quote,
+    # the mutating admission policies' JSONPatch library: a key as a JSON pointer's token
+    "jsonpatch.escapeKey": lambda s: s.replace("~", "~0").replace("/", "~1"),
     "format.named": _format_named,
     "validate": _format_validate,
     **{f"format.{name}": (lambda name=name: {_FORMAT: name}) for name in _FORMAT_NAMES},

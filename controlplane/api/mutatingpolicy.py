@@ -1,0 +1,342 @@
+"""MutatingAdmissionPolicy (admissionregistration.k8s.io/v1): CEL that changes the object
+of a write, as upstream's mutating admission policy plugin
+(``k8s.io/apiserver/pkg/admission/plugin/policy/mutating``: ``dispatcher.go``,
+``patch/json_patch.go``, ``patch/smd.go``).
+
+Where in a write (``api/rest.py``): the last mutating admission before the mutating
+webhooks, as upstream's plugin order has it (``pkg/kubeapiserver/options/plugins.go``)::
+
+    built-in mutating admission -> MutatingAdmissionPolicy -> mutating webhooks
+    -> MutatingAdmissionPolicy again, its IfNeeded policies, if the object changed since they ran
+
+A create, an update, a subresource written by a handler of its own (with its own kind) or a
+CONNECT (its options) is mutated by every MutatingAdmissionPolicyBinding (in name order) whose
+policy exists and matches it, as a validating policy's (``api/admissionpolicy.py``: the policy's
+``matchConstraints`` and the binding's ``matchResources``, selectors included). The policy's
+``variables`` and ``matchConditions`` are evaluated on the object as it came to the policy;
+then its ``mutations``, in order, each on the object the one before it made:
+
+- ``JSONPatch``: the expression makes a list of ``JSONPatch{op, path, from, value}``, applied
+  as an RFC 6902 patch; a ``test`` that fails leaves the object as it was (upstream's
+  ``ErrTestFailed``); ``jsonpatch.escapeKey`` escapes a key for a path.
+- ``ApplyConfiguration``: the expression makes an ``Object{...}`` (``Object.spec{...}`` for
+  its fields' values), merged into the object with server-side apply's merge
+  (``registry/typed.merge``: lists by their keys, maps by key, atomic values replaced), and
+  refused when it sets an atomic list, map or struct (upstream's ``validatePatch``: ``may not
+  mutate atomic arrays, maps or structs: .spec.x``). An initializer named for another field
+  than it sits in (``Object.spec{selector: Object.spec.wrong{}}``) is a type mismatch.
+
+The object a mutation changed is defaulted again (upstream defaults the patched object).
+An error (an expression that fails or makes the wrong type, a patch that does not apply)
+fails the request unless the policy's ``failurePolicy`` is ``Ignore``, with upstream's
+Status: code 403, reason ``Invalid``, ``policy 'p' with binding 'b' denied request: <error>``.
+
+Reinvocation, as upstream's: a policy with ``reinvocationPolicy: IfNeeded`` runs once more
+after the webhooks when they changed the object, or when a later policy did.
+
+Message constructions are rewritten into maps naming their type (``registry/celsyntax.py``):
+the interpreter parses them but cannot evaluate them. Not done: parameters (a policy with a
+``paramKind`` is not applied, as a validating one is not), the ``authorizer``, a webhook
+reinvoked after a policy's reinvocation changed the object, and the expressions' result types
+at the policy's write (``registry/mutatingpolicies.py``; they are checked when they run).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import jsonpatch
+import jsonpointer
+import orjson
+
+from ..registry.celsyntax import STRUCT_TYPE
+from ..registry.expressions import ExpressionError, evaluate
+from ..registry.shapes import Kind, Shape, custom_shape, shape_for
+from ..registry.typed import ShapeError, merge
+from ..registry.types import ResourceType
+from .admissionpolicy import AdmissionPolicies
+from .errors import ApiError
+from .jsonpatches import apply as apply_json_patch
+from .namespaced import NamespacedObjects
+
+if TYPE_CHECKING:
+    from .rbac import User
+    from .rest import KubeApi
+
+__all__ = ["MutatingPolicies", "Reinvocation"]
+
+Obj = dict[str, Any]
+
+
+class _MutationError(Exception):
+    """A mutation that fails: the policy's failurePolicy decides."""
+
+
+class Reinvocation:
+    """What one write's first round of policies leaves for the second (upstream's
+    ``policyReinvokeContext``): the IfNeeded invocations made, those to run again because a
+    later policy changed the object, and the object as the policies left it."""
+
+    __slots__ = ("again", "invoked", "output")
+
+    def __init__(self) -> None:
+        self.invoked: list[str] = []  # the IfNeeded bindings invoked, in order
+        self.again: set[str] = set()  # of those, the ones a later policy's change asks to run again
+        self.output: Any = None  # the object the policies left (the caller notes it): did the webhooks change it?
+
+    def needed(self, obj: Obj | None) -> list[str]:
+        """The bindings to run again: every IfNeeded one invoked when the object changed since
+        the policies left it, else those a later policy's change asked for."""
+        if obj is not None and obj != self.output:
+            return list(self.invoked)
+        return [b for b in self.invoked if b in self.again]
+
+
+class MutatingPolicies:
+    def __init__(self, kube: KubeApi, policies: ResourceType, bindings: ResourceType) -> None:
+        self.kube = kube
+        self.policies = NamespacedObjects(kube, policies)
+        self.bindings = NamespacedObjects(kube, bindings)
+
+    def active(self) -> bool:
+        """Whether a write must ask ``mutate``: False only when no binding is stored (O(1))."""
+        return not self.bindings.known_empty()
+
+    async def mutate(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
+                     obj: Obj | None, old: Obj | None, subresource: str | None, user: User | None,
+                     kind: tuple[str, str, str] | None = None, generated_name: bool = False,
+                     reinvocation: Reinvocation | None = None, only: list[str] | None = None) -> bool:
+        """Apply the matching policies to ``obj`` in place (True: one changed it).
+        ``reinvocation``: where the first round notes what a second needs; ``only``: the
+        second round's bindings (``Reinvocation.needed``)."""
+        if obj is None or operation == "DELETE":
+            return False
+        bindings = sorted(await self.bindings.of(""), key=lambda b: b["metadata"]["name"])
+        if not bindings:
+            return False
+        policies = {(p.get("metadata") or {}).get("name"): p for p in await self.policies.of("")}
+        work, kept = _shown(obj, operation, generated_name)
+        namespace_object: Obj | None = None
+        namespace_read = False
+        context: Any = None
+        changed_any = False
+        for binding in bindings:
+            bname = binding["metadata"]["name"]
+            if only is not None and bname not in only:
+                continue
+            bspec = binding.get("spec") or {}
+            policy = policies.get(bspec.get("policyName"))
+            if policy is None:
+                continue
+            pspec = policy.get("spec") or {}
+            if pspec.get("paramKind"):
+                continue  # parameters are not supported: the policy is not applied
+            if namespace and not namespace_read and rtype.namespaced:
+                namespace_object = await self._namespace(namespace)
+                namespace_read = True
+            if not AdmissionPolicies._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, work,
+                                              old, subresource, namespace_object) \
+                    or (bspec.get("matchResources") and not AdmissionPolicies._matches(
+                        bspec["matchResources"], rtype, namespace, operation, work, old, subresource,
+                        namespace_object)):
+                continue
+            if context is None:
+                context = AdmissionPolicies._context(rtype, namespace, name if not generated_name else "", operation,
+                                                     work, old, subresource, user, namespace_object, kind)
+            before = work
+            try:
+                work = self._apply(policy, rtype, work, context)
+            except _MutationError as e:
+                if pspec.get("failurePolicy") == "Ignore":
+                    continue
+                message = f"policy '{policy['metadata']['name']}' with binding '{bname}' denied request: {e}"
+                raise ApiError(403, "Invalid", message, {
+                    "name": name, "group": rtype.group, "kind": rtype.plural, "causes": [{"message": message}]}) from e
+            changed = work != before
+            if changed:
+                changed_any = True
+                if reinvocation is not None:  # the IfNeeded ones before it are to run again
+                    reinvocation.again.update(reinvocation.invoked)
+            if reinvocation is not None and only is None and pspec.get("reinvocationPolicy") == "IfNeeded":
+                reinvocation.invoked.append(bname)
+        if changed_any:
+            _restore(work, kept)
+            obj.clear()
+            obj.update(work)
+        return changed_any
+
+    async def _namespace(self, name: str) -> Obj | None:
+        namespaces = self.kube.registry.get("", "v1", "namespaces")
+        if namespaces is None:
+            return None
+        raw = await self.kube.reads.get(namespaces, None, name, "0")
+        return orjson.loads(raw) if raw is not None else None
+
+    def _apply(self, policy: Obj, rtype: ResourceType, obj: Obj, context: Any) -> Obj:
+        """``obj`` after ``policy``'s mutations (``obj`` itself when its match conditions say
+        no); raises ``_MutationError``."""
+        pspec = policy.get("spec") or {}
+        context.add_variable("object", obj)
+        try:
+            variables: dict[str, Any] = {}
+            context.add_variable("variables", variables)
+            for variable in pspec.get("variables") or ():  # each sees those before it
+                variables[str(variable.get("name"))] = evaluate(str(variable.get("expression", "")), context)
+                context.add_variable("variables", variables)
+            for condition in pspec.get("matchConditions") or ():
+                if evaluate(str(condition.get("expression", "")), context) is not True:
+                    return obj  # a match condition is false: the policy does not apply
+        except ExpressionError as e:
+            raise _MutationError(f"expression resulted in an error: {e}") from e
+        for mutation in pspec.get("mutations") or ():
+            context.add_variable("object", obj)
+            if mutation.get("patchType") == "JSONPatch":
+                obj = _json_patched(obj, str((mutation.get("jsonPatch") or {}).get("expression", "")), context)
+            else:
+                expression = str((mutation.get("applyConfiguration") or {}).get("expression", ""))
+                obj = _applied(obj, expression, context, _shape(rtype))
+        return obj
+
+
+def _evaluated(expression: str, context: Any) -> Any:
+    try:
+        return evaluate(expression, context)
+    except ExpressionError as e:
+        raise _MutationError(f"expression resulted in an error: {e}") from e
+
+
+def _json_patched(obj: Obj, expression: str, context: Any) -> Obj:
+    """Upstream's ``jsonPatcher.Patch``: the expression's JSONPatch list applied to ``obj``."""
+    result = _evaluated(expression, context)
+    if not isinstance(result, list):
+        raise _MutationError("type mismatch: JSONPatchType.expression should evaluate to array")
+    operations = []
+    for item in result:
+        if not isinstance(item, dict) or item.get(STRUCT_TYPE) != "JSONPatch":
+            raise _MutationError("type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch")
+        operation = {"op": str(item.get("op", "")), "path": str(item.get("path", ""))}
+        if item.get("from"):
+            operation["from"] = str(item["from"])
+        if "value" in item:
+            value = item["value"]
+            _check_type_names(value)
+            operation["value"] = _plain(value)
+        operations.append(operation)
+    try:
+        patched = apply_json_patch(obj, operations)
+    except jsonpatch.JsonPatchTestFailed:
+        return obj  # a failed test: the patch is not applied
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, ValueError) as e:
+        raise _MutationError(f"JSONPath: {e}") from e
+    if not isinstance(patched, dict):
+        raise _MutationError("JSONPath: the patch did not leave an object")
+    return patched
+
+
+def _applied(obj: Obj, expression: str, context: Any, shape: Shape) -> Obj:
+    """Upstream's ``applyConfigPatcher.Patch``: the expression's ``Object{...}`` merged into ``obj``."""
+    result = _evaluated(expression, context)
+    if not isinstance(result, dict) or result.get(STRUCT_TYPE) != "Object":
+        raise _MutationError("unsupported return type from ApplyConfiguration expression: the expression must "
+                             "make an Object{...}")
+    _check_type_names(result)
+    config = _plain(result)
+    config["apiVersion"], config["kind"] = obj.get("apiVersion"), obj.get("kind")
+    atomics = _atomics(config, shape, "")
+    if atomics:
+        raise _MutationError("error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps "
+                             f"or structs: {', '.join(atomics)}")
+    try:
+        merged = merge(obj, config, shape)
+    except (ShapeError, RecursionError) as e:
+        raise _MutationError(f"error applying patch: failed to merge patch: {e}") from e
+    return copy.deepcopy(merged) if merged is not obj else obj
+
+
+def _check_type_names(value: Any, expected: str | None = None) -> None:
+    """Upstream's ``CheckTypeNamesMatchFieldPathNames``: each initializer within an
+    ``Object`` one is named for its field's path (``Object.spec{selector:
+    Object.spec.selector{}}``)."""
+    if isinstance(value, list):
+        for item in value:
+            _check_type_names(item, expected)
+        return
+    if not isinstance(value, dict) or STRUCT_TYPE not in value:
+        return
+    name = value[STRUCT_TYPE]
+    if expected is not None and name != expected:
+        raise _MutationError(f"type mismatch: expected object initializer type {expected}, got {name}")
+    if name != "Object" and not name.startswith("Object."):
+        if name != "JSONPatch":
+            raise _MutationError(f"type mismatch: unknown object initializer type {name}")
+        return
+    for key, item in value.items():
+        if key != STRUCT_TYPE:
+            _check_type_names(item, f"{name}.{key}")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` without the type names of its message constructions."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k != STRUCT_TYPE}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _shape(rtype: ResourceType) -> Shape:
+    custom = rtype.custom
+    if custom is not None and custom.schema is not None:
+        return custom_shape(custom.schema)
+    return shape_for(rtype.group, rtype.version, rtype.kind)
+
+
+def _atomics(value: Any, shape: Shape | None, path: str) -> list[str]:
+    """The paths (``.spec.x``, ``[0]``) in an apply configuration of atomic lists, maps and
+    structs (upstream's ``findAtomics``): the configuration would replace them whole."""
+    if shape is None:
+        return []
+    found: list[str] = []
+    if isinstance(value, dict):
+        if shape.kind is Kind.LEAF:
+            return [path]
+        for key, item in value.items():
+            found += _atomics(item, shape.field(key), f"{path}.{key}")
+    elif isinstance(value, list):
+        if shape.kind in (Kind.LEAF, Kind.DEDUCED):
+            found.append(path)
+        if shape.kind is not Kind.LEAF:
+            elem = shape.elem if shape.kind is not Kind.DEDUCED else shape
+            for i, item in enumerate(value):
+                found += _atomics(item, elem, f"{path}[{i}]")
+    return found
+
+
+def _shown(obj: Obj, operation: str, generated_name: bool) -> tuple[Obj, Obj]:
+    """A copy of ``obj`` as admission sees it, and the fields set aside: a create's has no
+    uid or generation, a null creationTimestamp, no name when it is to be generated (as the
+    webhooks see it, ``api/webhooks.py``)."""
+    shown = copy.deepcopy(obj)
+    kept: Obj = {}
+    if operation == "CREATE" and isinstance(shown.get("metadata"), dict):
+        meta = shown["metadata"]
+        kept = {k: meta.pop(k) for k in ("uid", "generation") if k in meta}
+        kept["creationTimestamp"] = meta.get("creationTimestamp")
+        meta["creationTimestamp"] = None
+        if generated_name:
+            kept["name"] = meta.pop("name", None)
+    return shown, kept
+
+
+def _restore(obj: Obj, kept: Obj) -> None:
+    """Put back what ``_shown`` set aside (a name the policies gave stays)."""
+    if not kept:
+        return
+    meta = obj.setdefault("metadata", {})
+    for key, value in kept.items():
+        if key == "name":
+            if value is not None and not meta.get("name"):
+                meta["name"] = value
+        elif key == "creationTimestamp" or key not in meta:
+            meta[key] = value
