@@ -1,0 +1,234 @@
+"""MutatingAdmissionPolicy (api/mutatingpolicy.py): JSONPatch and ApplyConfiguration mutations
+bound to writes change the object before it is validated and stored, follow their match
+conditions, variables and failure policy, and are reinvoked as upstream's plugin; their write
+is validated as upstream's (registry/mutatingpolicies.py). Over a real socket with a real
+webhook server for the order against the mutating webhooks and the reinvocation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from controlplane.client import ApiError, Client, resource_path
+from tests.api.webhook_server import WebhookServer
+from tests.test_cli import Serve, running, start_serve
+
+POLICIES = resource_path("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies")
+BINDINGS = resource_path("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings")
+CMS = resource_path("", "v1", "configmaps", "default")
+DEPLOYMENTS = resource_path("apps", "v1", "deployments", "default")
+CONFIGMAPS_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                   "resources": ["configmaps"]}
+
+
+def policy(name: str, *mutations: dict[str, Any], rule: dict[str, Any] = CONFIGMAPS_RULE,
+           **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {
+        "matchConstraints": {"resourceRules": [rule]}, "reinvocationPolicy": "Never",
+        "mutations": list(mutations), **spec}}
+
+
+def json_patch(expression: str) -> dict[str, Any]:
+    return {"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}
+
+
+def apply_configuration(expression: str) -> dict[str, Any]:
+    return {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}
+
+
+async def bind(client: Client, name: str, policy_name: str, **spec: Any) -> None:
+    await client.create(BINDINGS, {"metadata": {"name": name}, "spec": {"policyName": policy_name, **spec}})
+    while name not in {b["metadata"]["name"] for b in (await client.list(BINDINGS, resourceVersion="0"))["items"]}:
+        await asyncio.sleep(0.01)  # admission reads the watch cache
+
+
+async def test_json_patch_and_apply_configuration_mutate_in_order(client: Client) -> None:
+    await client.create(POLICIES, policy(
+        "label", apply_configuration('Object{metadata: Object.metadata{labels: {"team": "a"}}}'),
+        json_patch('[JSONPatch{op: "add", path: "/metadata/labels/" + jsonpatch.escapeKey("example.com/by"), '
+                   'value: object.metadata.labels.team + "-seen"}, '
+                   'JSONPatch{op: "add", path: "/data/n", value: string(size(object.data))}]')))
+    await bind(client, "label", "label")
+    made = await client.create(CMS, {"metadata": {"name": "one"}, "data": {"x": "1"}})
+    assert made["metadata"]["labels"] == {"team": "a", "example.com/by": "a-seen"}
+    assert made["data"] == {"x": "1", "n": "1"}
+    assert made["metadata"]["uid"] and made["metadata"]["creationTimestamp"]  # set aside, then put back
+    assert (await client.get(f"{CMS}/one"))["metadata"]["labels"]["team"] == "a"  # as stored
+    updated = await client.patch(f"{CMS}/one", {"data": {"y": "2"}})  # an update is mutated too
+    assert updated["data"] == {"x": "1", "y": "2", "n": "3"}  # x, y and n itself
+    await client.create(DEPLOYMENTS, {"metadata": {"name": "d"}, "spec": {  # not matched: untouched
+        "selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {
+            "containers": [{"name": "c", "image": "i"}]}}}})
+    assert "team" not in (await client.get(f"{DEPLOYMENTS}/d"))["metadata"].get("labels", {})
+
+
+async def test_apply_configuration_merges_lists_by_key_and_defaults_again(client: Client) -> None:
+    rule = {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}
+    await client.create(POLICIES, policy("sidecar", apply_configuration(
+        'Object{spec: Object.spec{template: Object.spec.template{spec: Object.spec.template.spec{'
+        'containers: [Object.spec.template.spec.containers{name: "sidecar", image: "proxy"}, '
+        'Object.spec.template.spec.containers{name: "c", imagePullPolicy: "Never"}]}}}}'), rule=rule))
+    await bind(client, "sidecar", "sidecar")
+    made = await client.create(DEPLOYMENTS, {"metadata": {"name": "web"}, "spec": {
+        "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+            "containers": [{"name": "c", "image": "app"}]}}}})
+    containers = made["spec"]["template"]["spec"]["containers"]
+    assert [(c["name"], c["image"], c["imagePullPolicy"]) for c in containers] == [  # merged by name, in the
+        ("sidecar", "proxy", "Always"), ("c", "app", "Never")]  # configuration's order; the sidecar defaulted
+    assert containers[0]["terminationMessagePath"] == "/dev/termination-log"
+
+
+async def test_match_conditions_variables_and_a_failed_test(client: Client) -> None:
+    await client.create(POLICIES, policy(
+        "conditional", json_patch('[JSONPatch{op: "test", path: "/data/keep", value: "no"}, '
+                                  'JSONPatch{op: "add", path: "/data/tested", value: variables.v}]'),
+        json_patch('[JSONPatch{op: "add", path: "/data/always", value: variables.v}]'),
+        variables=[{"name": "v", "expression": "object.metadata.name + '!'"}],
+        matchConditions=[{"name": "wanted", "expression": "object.metadata.name.startsWith('want')"}]))
+    await bind(client, "conditional", "conditional")
+    made = await client.create(CMS, {"metadata": {"name": "wanted"}, "data": {"keep": "yes"}})
+    assert made["data"] == {"keep": "yes", "always": "wanted!"}  # the failed test's patch left out whole
+    made = await client.create(CMS, {"metadata": {"name": "wanted2"}, "data": {"keep": "no"}})
+    assert made["data"] == {"keep": "no", "tested": "wanted2!", "always": "wanted2!"}
+    made = await client.create(CMS, {"metadata": {"name": "other"}, "data": {"keep": "no"}})
+    assert made["data"] == {"keep": "no"}  # the match condition is false
+
+
+async def test_errors_fail_closed_unless_ignored(client: Client) -> None:
+    await client.create(POLICIES, policy("broken", json_patch('[JSONPatch{op: "add", path: "/nosuch/x", value: 1}]'),
+                                         matchConditions=[{"name": "b", "expression": "object.metadata.name == 'b'"}]))
+    await client.create(POLICIES, policy("wrong-type", json_patch('[{"op": "add", "path": "/data/x", "value": "1"}]'),
+                                         matchConditions=[{"name": "w", "expression": "object.metadata.name == 'w'"}]))
+    await client.create(POLICIES, policy("atomic", apply_configuration(
+        'Object{metadata: Object.metadata{ownerReferences: [Object.metadata.ownerReferences{name: "x"}]}}'),
+        matchConditions=[{"name": "a", "expression": "object.metadata.name == 'a'"}]))
+    await client.create(POLICIES, policy("mismatch", apply_configuration(
+        'Object{metadata: Object.metadata{labels: Object.metadata.wrong{}}}'),
+        matchConditions=[{"name": "m", "expression": "object.metadata.name == 'm'"}]))
+    await client.create(POLICIES, policy("ignored", json_patch("[JSONPatch{op: 'add', path: '/x/y', value: 1}]"),
+                                         failurePolicy="Ignore"))
+    for name in ("broken", "wrong-type", "atomic", "mismatch", "ignored"):
+        await bind(client, name, name)
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "b"}})
+    assert (e.value.code, e.value.reason) == (403, "Invalid")  # upstream's Forbidden with the Invalid reason
+    assert e.value.message.startswith("policy 'broken' with binding 'broken' denied request: JSONPath: ")
+    assert e.value.status is not None and e.value.status["details"]["causes"] == [{"message": e.value.message}]
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "w"}})
+    assert e.value.message == ("policy 'wrong-type' with binding 'wrong-type' denied request: type mismatch: "
+                               "JSONPatchType.expression should evaluate to array of JSONPatch")
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "a"}})
+    assert e.value.message == ("policy 'atomic' with binding 'atomic' denied request: error applying patch: invalid "
+                               "ApplyConfiguration: may not mutate atomic arrays, maps or structs: "
+                               ".metadata.ownerReferences[0]")
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "m"}})
+    assert "denied request: type mismatch: expected object initializer type Object.metadata.labels, got " \
+           "Object.metadata.wrong" in e.value.message
+    assert (await client.create(CMS, {"metadata": {"name": "fine"}}))["metadata"]["name"] == "fine"
+
+
+async def test_if_needed_policies_run_again_after_a_later_one_changed_the_object(client: Client) -> None:
+    counting = 'Object{metadata: Object.metadata{annotations: {"labels": string(size(object.metadata.labels))}}}'
+    await client.create(POLICIES, policy("a-count", apply_configuration(counting), reinvocationPolicy="IfNeeded"))
+    await client.create(POLICIES, policy("b-label", apply_configuration(
+        'Object{metadata: Object.metadata{labels: {"added": "yes"}}}')))
+    await client.create(POLICIES, policy("c-never", apply_configuration(
+        'Object{metadata: Object.metadata{annotations: {"never": string(size(object.metadata.labels))}}}')))
+    for name in ("a-count", "b-label", "c-never"):
+        await bind(client, name, name)
+    made = await client.create(CMS, {"metadata": {"name": "again", "labels": {"x": "1"}}})
+    assert made["metadata"]["annotations"] == {"labels": "2", "never": "2"}  # a-count again after b-label
+
+
+async def test_the_policys_write_is_validated_as_upstreams(client: Client) -> None:
+    bad = policy("bad", json_patch("[JSONPatch{"), {"patchType": "ApplyConfiguration"}, {"patchType": "Foo"},
+                 rule={**CONFIGMAPS_RULE, "operations": ["DELETE"]},
+                 variables=[{"name": "1x", "expression": "nosuch(1)"}],
+                 matchConditions=[{"name": "c", "expression": "object.x >"}])
+    del bad["spec"]["reinvocationPolicy"]
+    with pytest.raises(ApiError) as e:
+        await client.create(POLICIES, bad)
+    assert e.value.code == 422 and e.value.status is not None
+    causes = [(c["field"], c["message"].split(":")[0]) for c in e.value.status["details"]["causes"]]
+    assert causes == [
+        ("spec.matchConstraints.resourceRules.operations", "Unsupported value"),
+        ("spec.matchConditions[0].expression", "Invalid value"),
+        ("spec.variables[0].name", "Invalid value"),
+        ("spec.variables[0].expression", "Invalid value"),
+        ("spec.mutations[0].jsonPatch.expression", "Invalid value"),
+        ("spec.mutations[1].applyConfiguration", "Required value"),
+        ("spec.mutations[2].patchType", "Unsupported value"),
+        ("spec.reinvocationPolicy", "Required value")]
+    messages = {c["field"]: c["message"] for c in e.value.status["details"]["causes"]}
+    assert messages["spec.mutations[1].applyConfiguration"] == \
+        "Required value: must be specified when patchType is ApplyConfiguration"
+    assert messages["spec.variables[0].expression"].startswith(
+        'Invalid value: "nosuch(1)": compilation failed: ERROR: <input>:1:7: undeclared reference to \'nosuch\'')
+    with pytest.raises(ApiError) as e:
+        await client.create(POLICIES, {"metadata": {"name": "empty"}, "spec": {"reinvocationPolicy": "Never"}})
+    assert [c["field"] for c in e.value.status["details"]["causes"]] == [  # type: ignore[index]
+        "spec.matchConstraints", "spec.mutations"]
+    with pytest.raises(ApiError) as e:
+        await client.create(BINDINGS, {"metadata": {"name": "b"}, "spec": {"paramRef": {"name": "x"}}})
+    assert [(c["field"], c["message"]) for c in e.value.status["details"]["causes"]] == [  # type: ignore[index]
+        ("spec.policyName", "Required value"), ("spec.paramRef.parameterNotFoundAction", "Required value")]
+    made = await client.create(POLICIES, policy("good", json_patch("[]")))
+    assert made["spec"]["failurePolicy"] == "Fail" and made["metadata"]["generation"] == 1
+    assert made["spec"]["matchConstraints"] == {"matchPolicy": "Equivalent", "namespaceSelector": {},
+                                                "objectSelector": {},
+                                                "resourceRules": [{**CONFIGMAPS_RULE, "scope": "*"}]}
+
+
+# -- over a socket, with the mutating webhooks -------------------------------------------
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("map-serve"), extra=("--no-scheduler",))) as s:
+        yield s
+
+
+def _wait_listed(http: httpx.Client, path: str, name: str) -> None:
+    for _ in range(500):  # admission reads the watch cache
+        if name in {o["metadata"]["name"] for o in http.get(path, params={"resourceVersion": "0"}).json()["items"]}:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{name} never listed")
+
+
+def test_policies_run_before_the_webhooks_and_again_after_them(served: Serve, hook: WebhookServer) -> None:
+    """The webhook sees what the policy did; the policy (IfNeeded) runs once more because the
+    webhook added a label, and sees it."""
+    token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+    with httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        selector = {"matchLabels": {"case": "map"}}
+        r = http.post("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", json={
+            "metadata": {"name": "after-policies"}, "webhooks": [{
+                "name": "mutate.example.com", "clientConfig": {"url": hook.url("/mutate"), "caBundle": hook.ca_bundle},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["configmaps"]}],
+                "objectSelector": selector, "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", "after-policies")
+        counting = ('Object{metadata: Object.metadata{annotations: '
+                    '{"labels": string(size(object.metadata.labels))}}}')
+        assert http.post(POLICIES, json=policy("count", apply_configuration(counting), reinvocationPolicy="IfNeeded",
+                                               matchConstraints={"resourceRules": [CONFIGMAPS_RULE],
+                                                                 "objectSelector": selector})).status_code == 201
+        assert http.post(BINDINGS, json={"metadata": {"name": "count"}, "spec": {"policyName": "count"}}).status_code \
+            == 201
+        _wait_listed(http, BINDINGS, "count")
+        r = http.post(CMS, json={"metadata": {"name": "hooked", "labels": {"case": "map"}}})
+        assert r.status_code == 201, r.text
+        assert r.json()["metadata"]["labels"] == {"case": "map", "mutated": "yes"}
+        assert r.json()["metadata"]["annotations"] == {"labels": "2"}  # run again after the webhook's label
+        seen = [s for s in hook.seen("/mutate") if s["name"] == "hooked"][-1]
+        assert seen["object"]["metadata"]["annotations"] == {"labels": "1"}  # the policy ran first
