@@ -119,6 +119,18 @@ def populated(api: client.ApiClient) -> client.ApiClient:
             holder_identity="me", lease_duration_seconds=15, acquire_time=now, renew_time=now)))
     client.SchedulingV1Api(api).create_priority_class(client.V1PriorityClass(metadata=Meta(name="high"), value=1000))
     client.NodeV1Api(api).create_runtime_class(client.V1RuntimeClass(metadata=Meta(name="gvisor"), handler="runsc"))
+    admission = client.AdmissionregistrationV1Api(api)  # a mutating policy whose selector takes nothing here
+    admission.create_mutating_admission_policy(client.V1MutatingAdmissionPolicy(
+        metadata=Meta(name="stamp"), spec=client.V1MutatingAdmissionPolicySpec(
+            match_constraints=client.V1MatchResources(
+                resource_rules=[client.V1NamedRuleWithOperations(api_groups=[""], api_versions=["v1"],
+                                                                 operations=["CREATE"], resources=["configmaps"])],
+                object_selector=client.V1LabelSelector(match_labels={"stamp": "yes"})),
+            reinvocation_policy="Never", mutations=[client.V1Mutation(
+                patch_type="ApplyConfiguration", apply_configuration=client.V1ApplyConfiguration(
+                    expression='Object{metadata: Object.metadata{annotations: {"stamped": "yes"}}}'))])))
+    admission.create_mutating_admission_policy_binding(client.V1MutatingAdmissionPolicyBinding(
+        metadata=Meta(name="stamp"), spec=client.V1MutatingAdmissionPolicyBindingSpec(policy_name="stamp")))
     client.EventsV1Api(api).create_namespaced_event(NS, client.EventsV1Event(
         metadata=Meta(name="ev"), event_time=now, reporting_controller="example.com/sweep", reporting_instance="i",
         action="Test", reason="Test", type="Normal",
