@@ -5,7 +5,9 @@ stored (``registry/webhooks.py`` defaults and validates them).
 Where in a write (``api/rest.py``)::
 
     built-in mutating admission (ServiceAccount, Priority, RuntimeClass, LimitRanger)
+    -> MutatingAdmissionPolicy (api/mutatingpolicy.py)
     -> mutating webhooks, one after the other, each seeing the patches before it
+    -> MutatingAdmissionPolicy's IfNeeded policies again, if the webhooks changed the object
     -> the strategy's validation
     -> ValidatingAdmissionPolicy -> validating webhooks, all at once -> ResourceQuota
 
