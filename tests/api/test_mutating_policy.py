@@ -175,11 +175,11 @@ async def test_the_policys_write_is_validated_as_upstreams(client: Client) -> No
         'Invalid value: "nosuch(1)": compilation failed: ERROR: <input>:1:7: undeclared reference to \'nosuch\'')
     with pytest.raises(ApiError) as e:
         await client.create(POLICIES, {"metadata": {"name": "empty"}, "spec": {"reinvocationPolicy": "Never"}})
-    assert [c["field"] for c in e.value.status["details"]["causes"]] == [  # type: ignore[index]
+    assert [c["field"] for c in e.value.status["details"]["causes"]] == [
         "spec.matchConstraints", "spec.mutations"]
     with pytest.raises(ApiError) as e:
         await client.create(BINDINGS, {"metadata": {"name": "b"}, "spec": {"paramRef": {"name": "x"}}})
-    assert [(c["field"], c["message"]) for c in e.value.status["details"]["causes"]] == [  # type: ignore[index]
+    assert [(c["field"], c["message"]) for c in e.value.status["details"]["causes"]] == [
         ("spec.policyName", "Required value"), ("spec.paramRef.parameterNotFoundAction", "Required value")]
     made = await client.create(POLICIES, policy("good", json_patch("[]")))
     assert made["spec"]["failurePolicy"] == "Fail" and made["metadata"]["generation"] == 1
