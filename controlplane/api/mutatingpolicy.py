@@ -116,7 +116,8 @@ class MutatingPolicies:
         if not bindings:
             return False
         policies = {(p.get("metadata") or {}).get("name"): p for p in await self.policies.of("")}
-        work, kept = _shown(obj, operation, generated_name)
+        work: Obj = obj  # copied (as admission shows it) once a binding matches: until then, read only
+        kept: Obj | None = None
         namespace_object: Obj | None = None
         namespace_read = False
         context: Any = None
@@ -132,16 +133,22 @@ class MutatingPolicies:
             pspec = policy.get("spec") or {}
             if pspec.get("paramKind"):
                 continue  # parameters are not supported: the policy is not applied
-            if namespace and not namespace_read and rtype.namespaced:
-                namespace_object = await self._namespace(namespace)
-                namespace_read = True
-            if not AdmissionPolicies._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, work,
+            if namespace and not namespace_read and rtype.namespaced and (
+                    (pspec.get("matchConstraints") or {}).get("namespaceSelector")
+                    or (bspec.get("matchResources") or {}).get("namespaceSelector")):
+                namespace_object, namespace_read = await self._namespace(namespace), True
+            # matched on the object as it came (upstream matches before it invokes any policy)
+            if not AdmissionPolicies._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, obj,
                                               old, subresource, namespace_object) \
                     or (bspec.get("matchResources") and not AdmissionPolicies._matches(
-                        bspec["matchResources"], rtype, namespace, operation, work, old, subresource,
+                        bspec["matchResources"], rtype, namespace, operation, obj, old, subresource,
                         namespace_object)):
                 continue
+            if kept is None:
+                work, kept = _shown(obj, operation, generated_name)
             if context is None:
+                if namespace and not namespace_read and rtype.namespaced:
+                    namespace_object, namespace_read = await self._namespace(namespace), True
                 context = AdmissionPolicies._context(rtype, namespace, name if not generated_name else "", operation,
                                                      work, old, subresource, user, namespace_object, kind)
             before = work
@@ -160,7 +167,7 @@ class MutatingPolicies:
                     reinvocation.again.update(reinvocation.invoked)
             if reinvocation is not None and only is None and pspec.get("reinvocationPolicy") == "IfNeeded":
                 reinvocation.invoked.append(bname)
-        if changed_any:
+        if changed_any and kept is not None:
             _restore(work, kept)
             obj.clear()
             obj.update(work)
