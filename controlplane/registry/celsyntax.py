@@ -61,7 +61,7 @@ import re
 from contextvars import ContextVar
 
 __all__ = ["CHAIN_FIELD", "CHAIN_INDEX", "ENTRIES", "MAP_OF", "MERGED", "OPTIONAL_FIELD", "OPTIONAL_INDEX",
-           "RESERVED", "STRUCT_TYPE", "escaped_names", "rewritten", "unescaped"]
+           "RESERVED", "STRUCT_TYPE", "escaped_names", "literal_tokens", "rewritten", "unescaped"]
 
 OPTIONAL_FIELD, OPTIONAL_INDEX = "_cp_opt_field", "_cp_opt_index"
 CHAIN_FIELD, CHAIN_INDEX = "_cp_field", "_cp_index"
@@ -181,6 +181,33 @@ def rewritten(expression: str, unescape: bool = False) -> str:
     finally:
         _UNESCAPING.reset(token)
     return "".join(out)
+
+
+_SCALAR = re.compile(r"(?:true|false|null)\Z")
+_NUMBER = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)[uU]?\Z")
+
+
+def literal_tokens(expression: str) -> list[str] | None:
+    """The tokens (no white space) of ``expression`` if it is one literal as a whole: a list
+    or map literal whose brackets close at its end, a string, a number, ``true``, ``false`` or
+    ``null``; None for anything else (``"a" in x ? [] : []``, ``Object{}``, ``[1] + x``)."""
+    if _NUMBER.match(expression.strip()):
+        return [expression.strip()]
+    tokens = [t for t in _tokens(expression) if not t.isspace()]
+    if len(tokens) == 1 and (tokens[0][:1] in "\"'" or tokens[0][:2].lower() in ("r'", 'r"', "b'", 'b"')
+                             or _SCALAR.match(tokens[0])):
+        return tokens
+    if not tokens or tokens[0] not in ("[", "{"):
+        return None
+    depth = 0
+    for i, token in enumerate(tokens):
+        if token in _CLOSING:
+            depth += 1
+        elif token in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return tokens if i == len(tokens) - 1 else None
+    return None
 
 
 def _balanced(tokens: list[str]) -> bool:

@@ -17,9 +17,11 @@ binding's ``matchResources``) gets ``matchPolicy: Equivalent``, empty namespace 
 selectors, and ``scope: "*"`` on its rules. ``reinvocationPolicy`` has no default: it is
 required. A policy may not match DELETE (only ``CREATE``, ``UPDATE``, ``CONNECT`` and ``*``).
 
-Not checked at the write, unlike upstream: an expression's result type (a ``jsonPatch``
-expression must make a ``list(JSONPatch)``, an ``applyConfiguration`` one an ``Object``);
-the policy refuses such a result when it runs (``api/mutatingpolicy.py``).
+An expression's result type (a ``jsonPatch`` expression must make a ``list(JSONPatch)``, an
+``applyConfiguration`` one an ``Object``; upstream's ``must evaluate to list(JSONPatch)``) is
+checked at the write only where the expression is a literal of another type (``[{"op":
+...}]``, a map, a string): the interpreter has no types to infer the others'; the policy
+refuses such a result when it runs (``api/mutatingpolicy.py``).
 """
 
 from __future__ import annotations
@@ -150,11 +152,32 @@ def _mutation_causes(mutation: Obj, path: str, declared: frozenset[str]) -> Caus
     if not isinstance(body, dict):
         causes.append(required(f"{path}.{section}", f"must be specified when patchType is {kind}"))
     else:
-        causes += _expression_causes(body.get("expression"), f"{path}.{section}.expression", declared)
+        text = body.get("expression")
+        found = _expression_causes(text, f"{path}.{section}.expression", declared)
+        if not found and isinstance(text, str) and _wrong_literal(text, kind):
+            found = [invalid(f"{path}.{section}.expression", text,
+                             "must evaluate to " + ("list(JSONPatch)" if kind == "JSONPatch" else "Object"))]
+        causes += found
     other = "applyConfiguration" if section == "jsonPatch" else "jsonPatch"
     if mutation.get(other) is not None:
         causes.append(invalid(f"{path}.{other}", "{" + other + "}", f"must not be specified when patchType is {kind}"))
     return causes
+
+
+def _wrong_literal(text: str, kind: str) -> bool:
+    """Whether ``text`` is, as a whole, a literal that cannot make what ``kind`` asks for: for
+    JSONPatch anything but a list, or a list whose first item is a map literal (``[{"op":
+    "add"}]``); for ApplyConfiguration any list, map or scalar literal (not an ``Object{...}``)."""
+    from .celsyntax import literal_tokens
+
+    tokens = literal_tokens(text)
+    if tokens is None:
+        return False  # not one literal: its type is not known here
+    if tokens[0] not in ("[", "{"):
+        return True
+    if kind != "JSONPatch" or tokens[0] == "{":
+        return True
+    return len(tokens) > 1 and tokens[1] == "{"
 
 
 def _expression_causes(text: Any, path: str, declared: frozenset[str], missing: str = "") -> Causes:

@@ -103,7 +103,8 @@ async def test_match_conditions_variables_and_a_failed_test(client: Client) -> N
 async def test_errors_fail_closed_unless_ignored(client: Client) -> None:
     await client.create(POLICIES, policy("broken", json_patch('[JSONPatch{op: "add", path: "/nosuch/x", value: 1}]'),
                                          matchConditions=[{"name": "b", "expression": "object.metadata.name == 'b'"}]))
-    await client.create(POLICIES, policy("wrong-type", json_patch('[{"op": "add", "path": "/data/x", "value": "1"}]'),
+    await client.create(POLICIES, policy("wrong-type", json_patch(  # (as a whole literal: refused at the write)
+        'object.metadata.name == "w" ? [{"op": "add", "path": "/data/x", "value": "1"}] : []'),
                                          matchConditions=[{"name": "w", "expression": "object.metadata.name == 'w'"}]))
     await client.create(POLICIES, policy("atomic", apply_configuration(
         'Object{metadata: Object.metadata{ownerReferences: [Object.metadata.ownerReferences{name: "x"}]}}'),

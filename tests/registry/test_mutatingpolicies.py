@@ -5,6 +5,8 @@ policy's write validated (registry/mutatingpolicies.py)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from controlplane.registry.admissionpolicies import compiled
@@ -66,3 +68,26 @@ def test_the_other_patch_is_refused_and_an_empty_expression_required() -> None:
         ("spec.mutations[0].applyConfiguration",
          'Invalid value: "{applyConfiguration}": must not be specified when patchType is JSONPatch'),
         ("spec.reinvocationPolicy", 'Unsupported value: "Sometimes": supported values: "IfNeeded", "Never"')]
+
+
+@pytest.mark.parametrize(("patch_type", "expression", "refused"), [
+    ("JSONPatch", '[{"op": "add", "path": "/a", "value": 1}]', True),  # maps, not JSONPatch
+    ("JSONPatch", '"add"', True),
+    ("JSONPatch", "12", True),
+    ("JSONPatch", '[JSONPatch{op: "add", path: "/a", value: 1}]', False),
+    ("JSONPatch", '"a" in object.metadata.labels ? [] : []', False),  # not one literal: not known here
+    ("ApplyConfiguration", '{"metadata": {"labels": {"a": "b"}}}', True),
+    ("ApplyConfiguration", "[Object{}]", True),
+    ("ApplyConfiguration", "Object{}", False),
+])
+def test_a_literal_of_another_type_is_refused(patch_type: str, expression: str, refused: bool) -> None:
+    section = "jsonPatch" if patch_type == "JSONPatch" else "applyConfiguration"
+    policy = {"metadata": {"name": "p"}, "spec": {
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                "operations": ["CREATE"], "resources": ["pods"]}]},
+        "reinvocationPolicy": "Never", "mutations": [{"patchType": patch_type, section: {"expression": expression}}]}}
+    causes = prepare_mutating_admission_policy(policy, None)
+    wanted = "list(JSONPatch)" if patch_type == "JSONPatch" else "Object"
+    assert causes == ([{"reason": "FieldValueInvalid", "field": f"spec.mutations[0].{section}.expression",
+                        "message": f"Invalid value: {json.dumps(expression)}: must evaluate to {wanted}"}]
+                      if refused else [])
