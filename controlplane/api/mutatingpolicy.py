@@ -38,7 +38,8 @@ Message constructions are rewritten into maps naming their type (``registry/cels
 the interpreter parses them but cannot evaluate them. Not done: parameters (a policy with a
 ``paramKind`` is not applied, as a validating one is not), the ``authorizer``, a webhook
 reinvoked after a policy's reinvocation changed the object, and the expressions' result types
-at the policy's write (``registry/mutatingpolicies.py``; they are checked when they run).
+at the policy's write but for whole literals (``registry/mutatingpolicies.py``; the others are
+checked when they run).
 """
 
 from __future__ import annotations
