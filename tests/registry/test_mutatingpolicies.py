@@ -6,6 +6,7 @@ policy's write validated (registry/mutatingpolicies.py)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ def test_jsonpatch_escape_key() -> None:
 
 
 def test_a_valid_policy_is_defaulted() -> None:
-    policy = {"metadata": {"name": "p"}, "spec": {
+    policy: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {
         "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
                                                 "operations": ["*"], "resources": ["deployments"]}]},
         "reinvocationPolicy": "IfNeeded",
