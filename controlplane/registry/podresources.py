@@ -30,6 +30,7 @@ as ``resource.Quantity.Add`` keeps it (``"100Mi"`` and ``"200Mi"`` make ``"300Mi
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from typing import Any
@@ -38,8 +39,8 @@ from ..podlevel import HUGEPAGES_PREFIX, SUPPORTED_NAMES, is_pod_level_resource,
 from ..quantity import QuantityError, binary_quantity, canonical_quantity, parse_quantity
 from .causes import forbidden, invalid, not_supported, required
 
-__all__ = ["Sums", "aggregate", "default_pod_level_resources", "parse_sums", "pod_resources_causes",
-           "quantity_text"]
+__all__ = ["Sums", "aggregate", "default_pod_level_resources", "hugepage_divisible", "parse_sums",
+           "pod_resources_causes", "quantity_text"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -48,6 +49,19 @@ Sums = dict[str, tuple[Fraction, bool]]
 
 _BINARY_SUFFIX = re.compile(r"[0-9.]+[KMGTPE]i\Z")
 _QOS = ("cpu", "memory")
+
+
+def hugepage_divisible(name: str, value: Any) -> bool:
+    """``IsHugePageResourceValueDivisible`` of a ``hugepages-<size>`` quantity: the page size
+    parses, is above zero and whole (to the milli), and divides the quantity rounded up to a
+    whole number (``Quantity.Value()``), so ``hugepages-2Mi: 1.5`` is not a multiple, ``0`` is."""
+    try:
+        page, amount = parse_quantity(name[len(HUGEPAGES_PREFIX):]), parse_quantity(value)
+    except QuantityError:
+        return False
+    if page <= 0 or math.ceil(page * 1000) % 1000:
+        return False
+    return math.ceil(amount) % math.ceil(page) == 0
 
 
 # -- the containers' aggregate ----------------------------------------------------------------
@@ -234,10 +248,8 @@ def _name_and_quantity(name: str, value: Any, field: str) -> Causes:
     parsed = _amount(value)
     if parsed is not None and parsed[0] < 0:
         causes.append(invalid(field, _shown(value), "must be greater than or equal to 0"))
-    elif parsed is not None and name.startswith(HUGEPAGES_PREFIX):
-        page = _amount(name[len(HUGEPAGES_PREFIX):])
-        if page is not None and page[0] > 0 and (parsed[0] / page[0]).denominator != 1:
-            causes.append(invalid(field, _shown(value), f"{_shown(value)} is not positive integer multiple of {name}"))
+    elif parsed is not None and name.startswith(HUGEPAGES_PREFIX) and not hugepage_divisible(name, value):
+        causes.append(invalid(field, _shown(value), f"{_shown(value)} is not positive integer multiple of {name}"))
     return causes
 
 

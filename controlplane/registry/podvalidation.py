@@ -33,7 +33,7 @@ from ..quantity import QuantityError, parse_quantity
 from .causes import duplicate, forbidden, invalid, not_found, not_supported, required, too_many
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .ipfields import pod_spec_ip_causes
-from .podresources import pod_resources_causes
+from .podresources import hugepage_divisible, pod_resources_causes
 
 __all__ = ["dns_label_problems", "label_key_problems", "label_selector_causes", "label_value_problems", "labels_causes",
            "not_supported", "pod_spec_causes", "port_name_problems", "required", "subdomain_problems",
@@ -121,6 +121,8 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
     init = spec.get("initContainers")
     grace = spec.get("terminationGracePeriodSeconds")
     pod_level = isinstance(spec.get("resources"), dict)
+    # AllowIndivisibleHugePagesValues: an update may keep what the stored spec already had
+    indivisible = old is not None and _indivisible_hugepages(old)
     sc = spec.get("securityContext")
     host_users = spec.get("hostUsers") is not False
     names: set[Any] = set()  # unique across containers and init containers
@@ -129,7 +131,7 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
             if not isinstance(c, dict):
                 continue
             at = f"{path}.{key}[{i}]"
-            _container(c, at, volumes, pod, host_users, causes, pod_level)
+            _container(c, at, volumes, pod, host_users, causes, pod_level, indivisible)
             policy, rules = c.get("restartPolicy"), c.get("restartPolicyRules")
             restarts = policy is not None or bool(rules)  # said anything of its own restarts
             if restarts and key == "initContainers":  # validateInitContainers: before the name
@@ -213,9 +215,9 @@ def _volume_names(volumes: Any, path: str, causes: Causes) -> set[str]:
 
 
 def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, causes: Causes,
-               pod_level: bool = False) -> None:
+               pod_level: bool = False, indivisible: bool = False) -> None:
     """``validateContainerCommon``: what every container of a spec must say (``pod_level``:
-    the spec has pod-level resources)."""
+    the spec has pod-level resources; ``indivisible``: hugepages need not be whole pages)."""
     name = c.get("name")
     if not name:
         causes.append(required(f"{at}.name"))
@@ -241,7 +243,7 @@ def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, 
     _one_of(f"{at}.imagePullPolicy", pull, _PULL_POLICIES, causes)
     resources = c.get("resources")
     if resources:
-        _resources(resources, at, causes, pod_level)
+        _resources(resources, at, causes, pod_level, indivisible)
     sc = c.get("securityContext")
     if sc and isinstance(sc, dict):
         _container_security_context(sc, f"{at}.securityContext", host_users, causes)
@@ -386,12 +388,18 @@ def _resource_name(name: str, at: str, kind: str, causes: Causes) -> bool:
     return extended
 
 
-def _resource_entry(name: Any, value: Any, at: str, kind: str, causes: Causes) -> None:
+def _resource_entry(name: Any, value: Any, at: str, kind: str, causes: Causes, indivisible: bool = False) -> None:
     """One entry of a container's limits or requests: its name, and its quantity as
-    ``ValidateResourceQuantityValue`` takes it (not negative, whole for an extended resource).
-    A quantity that does not parse was the decoding's 400; one of no minus sign is not
-    negative, and is not parsed for it (every pod create has a few)."""
+    ``ValidateResourceQuantityValue`` takes it (not negative, whole for an extended resource)
+    and ``validateResourceQuantityHugePageValue`` (a hugepage's a multiple of its page, unless
+    ``indivisible``). A quantity that does not parse was the decoding's 400; one of no minus
+    sign is not negative, and is not parsed for it (every pod create has a few)."""
     extended = _resource_name(name, at, kind, causes) if type(name) is str else False
+    if type(name) is str and name.startswith("hugepages-") and not indivisible \
+            and not hugepage_divisible(name, value):
+        shown = _quantity(value)
+        causes.append(invalid(f"{at}.resources.{kind}[{name}]", shown, f"{shown} is not positive integer multiple "
+                              f"of {name}"))
     if type(value) is str and "-" not in value and not extended:
         return
     field = f"{at}.resources.{kind}[{name}]"
@@ -405,7 +413,7 @@ def _resource_entry(name: Any, value: Any, at: str, kind: str, causes: Causes) -
         causes.append(invalid(field, _quantity(value), "must be an integer"))
 
 
-def _resources(resources: Any, at: str, causes: Causes, pod_level: bool = False) -> None:
+def _resources(resources: Any, at: str, causes: Causes, pod_level: bool = False, indivisible: bool = False) -> None:
     """``validateResourceRequirements`` of a container: each name and quantity, a request
     within its limit (an extended resource's equal to it, and limited), hugepages beside cpu
     or memory (unless the pod's own resources say those: PodLevelResources' hugepages)."""
@@ -416,13 +424,15 @@ def _resources(resources: Any, at: str, causes: Causes, pod_level: bool = False)
     limits = limits if isinstance(limits, dict) else {}
     if not requests and not limits:
         return
-    plain = _VALID_RESOURCE_NAMES  # (a known name of no domain, a quantity of no minus sign: nothing to check)
+    plain = _VALID_RESOURCE_NAMES  # (a known name of no domain, a quantity of no minus sign: nothing to check;
+    # a hugepage's name has a minus sign)
     for name, quantity in limits.items():
-        if name not in plain or "/" in name or type(quantity) is not str or "-" in quantity:
-            _resource_entry(name, quantity, at, "limits", causes)
+        if name not in plain or "-" in name or "/" in name or type(quantity) is not str or "-" in quantity:
+            _resource_entry(name, quantity, at, "limits", causes, indivisible)
     for resource, quantity in requests.items():
-        if resource not in plain or "/" in resource or type(quantity) is not str or "-" in quantity:
-            _resource_entry(resource, quantity, at, "requests", causes)
+        if resource not in plain or "-" in resource or "/" in resource or type(quantity) is not str \
+                or "-" in quantity:
+            _resource_entry(resource, quantity, at, "requests", causes, indivisible)
         limit = limits.get(resource)
         if limit is None:
             if resource not in _CONTAINER_RESOURCES and not _overcommittable(resource):
@@ -446,6 +456,23 @@ def _resources(resources: Any, at: str, causes: Causes, pod_level: bool = False)
     if not pod_level and "cpu" not in limits and "memory" not in limits and "cpu" not in requests \
             and "memory" not in requests and any(str(n).startswith("hugepages-") for n in (*limits, *requests)):
         causes.append(forbidden(f"{at}.resources", "HugePages require cpu or memory"))
+
+
+def _indivisible_hugepages(spec: Obj) -> bool:
+    """``usesIndivisibleHugePagesValues``: a container's (an init or ephemeral one's too) or the
+    overhead's hugepages not whole pages."""
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        listed = spec.get(key)
+        for c in listed if isinstance(listed, list) else ():
+            resources = c.get("resources") if isinstance(c, dict) else None
+            for kind in ("limits", "requests"):
+                held = resources.get(kind) if isinstance(resources, dict) else None
+                if isinstance(held, dict) and any(type(n) is str and n.startswith("hugepages-")
+                                                  and not hugepage_divisible(n, v) for n, v in held.items()):
+                    return True
+    overhead = spec.get("overhead")
+    return isinstance(overhead, dict) and any(type(n) is str and n.startswith("hugepages-")
+                                              and not hugepage_divisible(n, v) for n, v in overhead.items())
 
 
 def _quantity(value: Any) -> str:

@@ -108,7 +108,7 @@ def resize_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
         return [forbidden("", "static pods cannot be resized")]
     if (old_spec.get("os") or {}).get("name") == "windows":
         return [forbidden("", "windows pods cannot be resized")]
-    causes = pod_spec_causes(new_spec, "spec", pod=True)
+    causes = pod_spec_causes(new_spec, "spec", pod=True, old=old_spec)
     kept_qos = (old.get("status") or {}).get("qosClass") or qos_class(old_spec)
     if kept_qos != qos_class(new_spec):
         causes.append(invalid("spec", kept_qos, "Pod QOS Class may not change as a result of resizing"))

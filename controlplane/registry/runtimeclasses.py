@@ -3,7 +3,7 @@
 never changes, ``overhead.podFixed`` checked as a container's limits are (a standard
 resource name for containers or a domain-prefixed one, quantities not negative and an
 extended resource's whole, hugepages
-only beside cpu or memory, reported under ``overhead.limits`` as upstream reuses the
+whole pages and only beside cpu or memory, reported under ``overhead.limits`` as upstream reuses the
 container check with the path ``overhead``), and ``scheduling``'s node selector as labels
 and its tolerations as a pod's. The classes' admission of pods is ``api/runtimeclass.py``.
 
@@ -17,6 +17,7 @@ from typing import Any
 
 from ..quantity import QuantityError, parse_quantity
 from .causes import Causes, forbidden, invalid
+from .podresources import hugepage_divisible
 from .podvalidation import dns_label_problems, labels_causes, tolerations_causes
 from .volumes import BadQuantity
 
@@ -33,8 +34,9 @@ def _extended(name: str) -> bool:
 
 
 def _resource_causes(name: str, quantity: Any, at: str) -> Causes:
-    """``validateContainerResourceName`` and ``ValidateResourceQuantityValue`` of one limit:
-    a standard name, a quantity not negative, and whole for an extended resource."""
+    """``validateContainerResourceName``, ``ValidateResourceQuantityValue`` and
+    ``validateResourceQuantityHugePageValue`` of one limit: a standard name, a quantity not
+    negative, whole for an extended resource, whole pages for a hugepage."""
     causes: Causes = []
     if "/" not in name and name not in _CONTAINER_RESOURCES and not name.startswith("hugepages-"):
         causes.append(invalid(at, name, "must be a standard resource for containers"))
@@ -46,6 +48,8 @@ def _resource_causes(name: str, quantity: Any, at: str) -> Causes:
         causes.append(invalid(at, str(quantity), "must be greater than or equal to 0"))
     if _extended(name) and amount.denominator != 1:
         causes.append(invalid(at, str(quantity), "must be an integer"))
+    if name.startswith("hugepages-") and not hugepage_divisible(name, quantity):
+        causes.append(invalid(at, str(quantity), f"{quantity} is not positive integer multiple of {name}"))
     return causes
 
 

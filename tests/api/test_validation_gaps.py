@@ -1,0 +1,89 @@
+"""Validation gaps left by earlier rounds, each over a real socket (httpx to the project's
+HTTP/1.1 protocol): what upstream refuses answered with its 422 (or other Status) in its
+words and field paths, what it accepts stored."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from controlplane.client import Client
+from tests.front_socket import front_on_socket
+
+NS = "/api/v1/namespaces/default"
+
+
+@dataclass
+class Served:
+    http: httpx.AsyncClient
+    client: Client  # in process, for seeding and reading back
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    async with front_on_socket(tmp_path) as (port, c), \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        yield Served(http, c)
+
+
+def causes_of(resp: httpx.Response, code: int = 422, reason: str = "Invalid") -> list[str]:
+    """The Status's causes as ``field: message`` lines, once its code and reason are checked."""
+    status: dict[str, Any] = resp.json()
+    assert (resp.status_code, status["kind"], status["code"], status.get("reason")) == (
+        code, "Status", code, reason), status
+    return [f"{c.get('field', '')}: {c['message']}" for c in (status.get("details") or {}).get("causes", [])]
+
+
+# -- hugepages: whole pages ----------------------------------------------------------------------
+def _pod(name: str, resources: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "nginx", "resources": resources}]}}
+
+
+async def test_a_containers_hugepages_are_whole_pages(served: Served) -> None:
+    at = "spec.containers[0].resources"
+    bad = [
+        ({"requests": {"memory": "1Gi", "hugepages-2Mi": "3Mi"}, "limits": {"hugepages-2Mi": "3Mi"}},
+         [f'{at}.limits[hugepages-2Mi]: Invalid value: "3Mi": 3Mi is not positive integer multiple of hugepages-2Mi',
+          f'{at}.requests[hugepages-2Mi]: Invalid value: "3Mi": 3Mi is not positive integer multiple of '
+          "hugepages-2Mi"]),
+        ({"limits": {"memory": "1Gi", "hugepages-1Gi": "1500Mi"}},
+         [f'{at}.limits[hugepages-1Gi]: Invalid value: "1500Mi": 1500Mi is not positive integer multiple of '
+          "hugepages-1Gi"]),
+        # a page size that is not a quantity divides nothing
+        ({"limits": {"cpu": "1", "hugepages-huge": "1"}},
+         [f'{at}.limits[hugepages-huge]: Invalid value: "1": 1 is not positive integer multiple of hugepages-huge']),
+    ]
+    for resources, expected in bad:
+        found = causes_of(await served.http.post(f"{NS}/pods", json=_pod("h", resources)))
+        for cause in expected:
+            assert cause in found, found
+    assert (await served.http.get(f"{NS}/pods/h")).status_code == 404
+    # a workload's template too, at its path
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": _pod(
+            "", {"limits": {"memory": "1Gi", "hugepages-2Mi": "1Mi"}})["spec"]}}}
+    found = causes_of(await served.http.post("/apis/apps/v1/namespaces/default/deployments", json=deployment))
+    assert ('spec.template.spec.containers[0].resources.limits[hugepages-2Mi]: Invalid value: "1Mi": 1Mi is not '
+            "positive integer multiple of hugepages-2Mi") in found, found
+    # whole pages (and none) are taken
+    good = {"requests": {"memory": "1Gi", "hugepages-2Mi": "4Mi"}, "limits": {"hugepages-2Mi": "4Mi",
+                                                                                "hugepages-1Gi": "0"}}
+    resp = await served.http.post(f"{NS}/pods", json=_pod("h", good))
+    assert resp.status_code == 201, resp.text
+
+
+async def test_a_runtime_class_overheads_hugepages_are_whole_pages(served: Served) -> None:
+    rc = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "rc"}, "handler": "h",
+          "overhead": {"podFixed": {"memory": "10Mi", "hugepages-2Mi": "5Mi"}}}
+    found = causes_of(await served.http.post("/apis/node.k8s.io/v1/runtimeclasses", json=rc))
+    assert found == ['overhead.limits[hugepages-2Mi]: Invalid value: "5Mi": 5Mi is not positive integer multiple '
+                     "of hugepages-2Mi"]
+    rc["overhead"]["podFixed"]["hugepages-2Mi"] = "6Mi"
+    resp = await served.http.post("/apis/node.k8s.io/v1/runtimeclasses", json=rc)
+    assert resp.status_code == 201, resp.text
