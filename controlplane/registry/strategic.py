@@ -16,7 +16,12 @@ Directives in the patch ask for more:
 - ``{"$patch": "replace"}`` in a map replaces the map; ``"delete"`` deletes it;
   in a merging list, ``{"$patch": "replace"}`` replaces the whole list and
   ``{"name": "x", "$patch": "delete"}`` deletes the item keyed ``x``;
-- ``"$deleteFromPrimitiveList/finalizers": ["a"]`` removes scalars from a list;
+- ``"$deleteFromPrimitiveList/finalizers": ["a"]`` removes scalars from a list
+  (any list, whatever its strategy). Naming a field that is not a list is not
+  refused, as upstream's ``mergeMap`` does not refuse it: a field missing or of
+  another JSON type is left alone, a map is merged as the patch's map, and a
+  scalar of the directive's type is set to it; only a key without ``/<field>``
+  is the 400 ``invalid patch format of primitive list``;
 - ``"$setElementOrder/containers": [{"name": "b"}, {"name": "a"}]`` orders the
   resulting list (items only the server has keep their place relative to the
   others, as far as that can be decided);
@@ -225,6 +230,9 @@ def _merge_map(original: dict[str, Any] | None, patch: dict[str, Any], schema: P
         if key not in original or not _same_kind(original[key], value):
             if not deletion_list:
                 _set_new(original, key, value)
+            elif key in original and _scalar_kind(value) is not None \
+                    and _scalar_kind(original[key]) == _scalar_kind(value):
+                original[key] = value  # a deletion list of a scalar field: upstream's merge sets it
             continue
         live = original[key]
         meta = schema.field(key)
@@ -241,6 +249,16 @@ def _merge_map(original: dict[str, Any] | None, patch: dict[str, Any], schema: P
 def _same_kind(live: Any, value: Any) -> bool:
     """Whether both are maps or both are lists (only those merge; anything else is replaced)."""
     return (isinstance(live, dict) and isinstance(value, dict)) or (isinstance(live, list) and isinstance(value, list))
+
+
+def _scalar_kind(value: Any) -> type | None:
+    """The Go type a decoded JSON scalar has in upstream's maps (``string``, ``bool``,
+    ``int64`` for a whole number, ``float64``), or None for a map, a list or null."""
+    if isinstance(value, bool):
+        return bool
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return int
+    return type(value) if isinstance(value, (str, float)) else None
 
 
 def _strategy(strategies: tuple[str, ...]) -> str:

@@ -87,3 +87,41 @@ async def test_a_runtime_class_overheads_hugepages_are_whole_pages(served: Serve
     rc["overhead"]["podFixed"]["hugepages-2Mi"] = "6Mi"
     resp = await served.http.post("/apis/node.k8s.io/v1/runtimeclasses", json=rc)
     assert resp.status_code == 201, resp.text
+
+
+# -- $deleteFromPrimitiveList of a field that is not a list --------------------------------------
+async def test_a_deletion_list_of_a_field_that_is_not_a_list_merges_as_upstreams(served: Served) -> None:
+    deployments = "/apis/apps/v1/namespaces/default/deployments"
+    container = {"name": "c", "image": "nginx", "args": ["1", "2"]}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+        "name": "d", "labels": {"a": "1", "b": "2"}, "finalizers": ["x/y", "x/z"]}, "spec": {
+        "minReadySeconds": 1, "selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [container]}}}}
+    assert (await served.http.post(deployments, json=deployment)).status_code == 201
+
+    async def patch(body: dict[str, Any]) -> httpx.Response:
+        return await served.http.patch(f"{deployments}/d", json=body,
+                                       headers={"Content-Type": "application/strategic-merge-patch+json"})
+
+    # a scalar field of another type, or one not there, is left as it was (not refused)
+    resp = await patch({"spec": {"$deleteFromPrimitiveList/minReadySeconds": [1],
+                                 "$deleteFromPrimitiveList/paused": [True]}})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["spec"]["minReadySeconds"] == 1 and "paused" not in resp.json()["spec"]
+    # a map is merged as the directive's map; a list of any strategy loses the values
+    resp = await patch({"metadata": {"$deleteFromPrimitiveList/labels": {"a": None},
+                                     "$deleteFromPrimitiveList/finalizers": ["x/y"]},
+                        "spec": {"template": {"spec": {"containers": [
+                            {"name": "c", "$deleteFromPrimitiveList/args": ["1"]}]}}}})
+    assert resp.status_code == 200, resp.text
+    got = resp.json()
+    assert (got["metadata"]["labels"], got["metadata"]["finalizers"],
+            got["spec"]["template"]["spec"]["containers"][0]["args"]) == ({"b": "2"}, ["x/z"], ["2"])
+    # a scalar of the directive's type is set to it, as upstream's merge falls through to its default case
+    resp = await patch({"spec": {"$deleteFromPrimitiveList/minReadySeconds": 5}})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["spec"]["minReadySeconds"] == 5
+    # the directive without its field is the 400 of a malformed patch
+    status = (await patch({"metadata": {"$deleteFromPrimitiveList": ["x/z"]}})).json()
+    assert (status["code"], status["reason"], status["message"]) == (
+        400, "BadRequest", "invalid patch format of primitive list")
