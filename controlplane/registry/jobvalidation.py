@@ -14,9 +14,11 @@ and ``succeededCount``). Each answers the causes of a 422 Invalid, in upstream's
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeGuard
 
-from .causes import Causes, cause, duplicate, invalid, not_supported, required
+from .causes import Causes, cause, duplicate, invalid, not_supported, required, too_long
+from .podvalidation import subdomain_problems
 
 __all__ = ["indexes_total", "job_policy_causes"]
 
@@ -67,6 +69,24 @@ def _qualified_name_problems(name: str) -> list[str]:
     return _qualified_name(name)
 
 
+_MAX_MANAGED_BY = 63  # maxManagedByLength
+_HTTP_PATH = re.compile(r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+\Z")
+_HTTP_PATH_HINT = "Invalid path (regex used for validation is '[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+')"
+
+
+def _domain_prefixed_path(value: str, field: str) -> Causes:
+    """apimachinery's ``IsDomainPrefixedPath``: ``<DNS subdomain>/<HTTP path>``, e.g. ``acme.io/foo``."""
+    if not value:
+        return [required(field)]
+    host, slash, rest = value.partition("/")
+    if not (slash and host and rest):
+        return [invalid(field, value, 'must be a domain-prefixed path (such as "acme.io/foo")')]
+    causes = [invalid(field, host, p) for p in subdomain_problems(host)]
+    if not _HTTP_PATH.match(rest):
+        causes.append(invalid(field, rest, _HTTP_PATH_HINT))
+    return causes
+
+
 def job_policy_causes(spec: Obj, path: str) -> Causes:
     """The causes of a (defaulted) Job spec's policies at ``path`` (``spec``, or a CronJob's
     ``spec.jobTemplate.spec``)."""
@@ -81,6 +101,11 @@ def job_policy_causes(spec: Obj, path: str) -> Causes:
             causes.append(invalid(f"{path}.{field}", value, "must be greater than or equal to 0"))
     if spec.get("maxFailedIndexes") is not None and spec.get("backoffLimitPerIndex") is None:
         causes.append(required(f"{path}.backoffLimitPerIndex", "when maxFailedIndexes is specified"))
+    manager = spec.get("managedBy")
+    if isinstance(manager, str):
+        causes += _domain_prefixed_path(manager, f"{path}.managedBy")
+        if len(manager) > _MAX_MANAGED_BY:
+            causes.append(too_long(f"{path}.managedBy", _MAX_MANAGED_BY))
     if indexed:
         causes += _indexed_limits(spec, path)
     else:

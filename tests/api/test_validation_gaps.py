@@ -125,3 +125,38 @@ async def test_a_deletion_list_of_a_field_that_is_not_a_list_merges_as_upstreams
     status = (await patch({"metadata": {"$deleteFromPrimitiveList": ["x/z"]}})).json()
     assert (status["code"], status["reason"], status["message"]) == (
         400, "BadRequest", "invalid patch format of primitive list")
+
+
+# -- a Job's spec.managedBy ----------------------------------------------------------------------
+async def test_a_jobs_manager_is_a_short_domain_prefixed_path_fixed_once_set(served: Served) -> None:
+    jobs = "/apis/batch/v1/namespaces/default/jobs"
+
+    def job(manager: str) -> dict[str, Any]:
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {
+            "managedBy": manager, "template": {"spec": {"restartPolicy": "Never",
+                                                        "containers": [{"name": "c", "image": "busybox"}]}}}}
+
+    long_path = "acme.io/" + "a" * 56
+    bad = [("", ["spec.managedBy: Required value"]),
+           ("job-controller", ['spec.managedBy: Invalid value: "job-controller": must be a domain-prefixed path '
+                               '(such as "acme.io/foo")']),
+           ("Acme.io/x", ['spec.managedBy: Invalid value: "Acme.io": a lowercase RFC 1123 subdomain must consist of '
+                          "lower case alphanumeric characters, '-' or '.', and must start and end with an "
+                          "alphanumeric character (e.g. 'example.com', regex used for validation is "
+                          r"'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]),
+           ("acme.io/a b", ['spec.managedBy: Invalid value: "a b": Invalid path (regex used for validation is '
+                            "'[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+')"]),
+           (long_path, ["spec.managedBy: Too long: may not be more than 63 bytes"])]
+    for manager, expected in bad:
+        assert causes_of(await served.http.post(jobs, json=job(manager))) == expected, manager
+    # a CronJob's job template is the same Job spec
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "cj"}, "spec": {
+        "schedule": "* * * * *", "jobTemplate": {"spec": job("x")["spec"]}}}
+    assert causes_of(await served.http.post("/apis/batch/v1/namespaces/default/cronjobs", json=cron)) == [
+        'spec.jobTemplate.spec.managedBy: Invalid value: "x": must be a domain-prefixed path (such as "acme.io/foo")']
+    resp = await served.http.post(jobs, json=job("kueue.x-k8s.io/multikueue"))
+    assert resp.status_code == 201, resp.text
+    stored = resp.json()
+    stored["spec"]["managedBy"] = "acme.io/other"
+    found = causes_of(await served.http.put(f"{jobs}/j", json=stored))
+    assert found == ['spec.managedBy: Invalid value: "acme.io/other": field is immutable'], found
