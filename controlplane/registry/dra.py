@@ -71,6 +71,9 @@ Obj = dict[str, Any]
 
 # -- defaults (upstream's v1 SetDefaults_*) --------------------------------------------------
 def _default_request(request: Obj) -> None:
+    count = request.get("count")
+    if count == 0 and type(count) is int:
+        del request["count"]  # an omitempty int64: 0 is not written back, so All keeps none
     if not request.get("allocationMode"):
         request["allocationMode"] = "ExactCount"
     if request["allocationMode"] == "ExactCount" and not request.get("count"):

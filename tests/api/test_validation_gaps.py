@@ -160,3 +160,35 @@ async def test_a_jobs_manager_is_a_short_domain_prefixed_path_fixed_once_set(ser
     stored["spec"]["managedBy"] = "acme.io/other"
     found = causes_of(await served.http.put(f"{jobs}/j", json=stored))
     assert found == ['spec.managedBy: Invalid value: "acme.io/other": field is immutable'], found
+
+
+# -- a ResourceClaim request's count and allocation mode ----------------------------------------
+async def test_a_device_requests_count_follows_its_allocation_mode(served: Served) -> None:
+    claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+
+    def claim(name: str, *requests: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+                "spec": {"devices": {"requests": list(requests)}}}
+
+    # v1's count is omitempty: 0 is "not set", so ExactCount's default of 1 takes it (SetDefaults_ExactDeviceRequest)
+    resp = await served.http.post(claims, json=claim("zero", {"name": "a", "exactly": {
+        "deviceClassName": "gpu", "count": 0}}, {"name": "b", "exactly": {
+            "deviceClassName": "gpu", "allocationMode": "All", "count": 0}}))
+    assert resp.status_code == 201, resp.text
+    a, b = (r["exactly"] for r in resp.json()["spec"]["devices"]["requests"])
+    assert (a["allocationMode"], a["count"], b["allocationMode"], "count" in b) == ("ExactCount", 1, "All", False)
+    found = causes_of(await served.http.post(claims, json=claim(
+        "bad", {"name": "a", "exactly": {"deviceClassName": "gpu", "count": -2}},
+        {"name": "b", "exactly": {"deviceClassName": "gpu", "allocationMode": "All", "count": 3}},
+        {"name": "c", "firstAvailable": [
+            {"name": "x", "deviceClassName": "gpu", "count": -1},
+            {"name": "y", "deviceClassName": "gpu", "allocationMode": "All", "count": 1},
+            {"name": "z", "deviceClassName": "gpu", "allocationMode": "Most"}]})))
+    assert found == [
+        "spec.devices.requests[0].exactly.count: Invalid value: -2: must be greater than zero",
+        "spec.devices.requests[1].exactly.count: Invalid value: 3: must not be specified when allocationMode is 'All'",
+        "spec.devices.requests[2].firstAvailable[0].count: Invalid value: -1: must be greater than zero",
+        "spec.devices.requests[2].firstAvailable[1].count: Invalid value: 1: must not be specified when "
+        "allocationMode is 'All'",
+        'spec.devices.requests[2].firstAvailable[2].allocationMode: Unsupported value: "Most": supported values: '
+        '"All", "ExactCount"'], found
