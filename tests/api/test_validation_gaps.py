@@ -192,3 +192,34 @@ async def test_a_device_requests_count_follows_its_allocation_mode(served: Serve
         "allocationMode is 'All'",
         'spec.devices.requests[2].firstAvailable[2].allocationMode: Unsupported value: "Most": supported values: '
         '"All", "ExactCount"'], found
+
+
+# -- a Service's sessionAffinityConfig -----------------------------------------------------------
+async def test_a_services_affinity_config_is_defaulted_before_it_is_validated(served: Served) -> None:
+    # upstream's SetDefaults_Service clears the config under None and fills a missing ClientIP
+    # timeout in before ValidateService runs, so its "must not be set" Forbidden is unreachable
+    # through the API: the config of a Service without ClientIP affinity is dropped, on every write
+    svcs = f"{NS}/services"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {
+        "ports": [{"port": 80}], "sessionAffinity": "ClientIP", "sessionAffinityConfig": {
+            "clientIP": {"timeoutSeconds": 60}}}}
+    resp = await served.http.post(svcs, json=body)
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["spec"]["sessionAffinityConfig"] == {"clientIP": {"timeoutSeconds": 60}}
+    resp = await served.http.patch(f"{svcs}/s", json={"spec": {"sessionAffinity": "None"}}, headers=merge)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["spec"]["sessionAffinity"] == "None" and "sessionAffinityConfig" not in resp.json()["spec"]
+    for timeout in (0, 86401):
+        found = causes_of(await served.http.patch(f"{svcs}/s", json={"spec": {
+            "sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": timeout}}}},
+            headers=merge))
+        assert found == [f"spec.sessionAffinityConfig.clientIP.timeoutSeconds: Invalid value: {timeout}: must be "
+                         "greater than 0 and less than 86400"], found
+    resp = await served.http.patch(f"{svcs}/s", json={"spec": {
+        "sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {}}}}, headers=merge)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["spec"]["sessionAffinityConfig"] == {"clientIP": {"timeoutSeconds": 10800}}
+    found = causes_of(await served.http.patch(f"{svcs}/s", json={"spec": {"sessionAffinity": "Sticky"}},
+                                              headers=merge))
+    assert found == ['spec.sessionAffinity: Unsupported value: "Sticky": supported values: "ClientIP", "None"'], found
