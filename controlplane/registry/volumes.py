@@ -4,9 +4,10 @@ What kube-apiserver's strategies for these types do on every write:
 
 - a claim's ``volumeMode`` defaults to ``Filesystem``; it needs access modes and a
   ``resources.requests.storage`` above zero; once created its spec is fixed but for
-  ``resources.requests`` (a bound claim may grow, never shrink below its capacity),
-  ``volumeAttributesClassName``, the ``volumeName`` its binding sets, and a
-  ``storageClassName`` it had none of (the default class, assigned later);
+  a *bound* claim's storage request (it may grow, never shrink to its capacity; an
+  unbound claim's request is fixed), ``volumeAttributesClassName`` (not unset once set),
+  the ``volumeName`` its binding sets once, and a ``storageClassName`` it had none of
+  (the default class, assigned later);
 - a volume's reclaim policy defaults to ``Retain`` and its ``volumeMode`` to
   ``Filesystem``; it needs a capacity, access modes and exactly one volume source
   (a ``local`` one also needs a node affinity). Its spec is checked as upstream's
@@ -129,23 +130,67 @@ def prepare_claim(pvc: Obj, old: Obj | None) -> Causes:
     if old is None:
         pvc.setdefault("status", {}).setdefault("phase", "Pending")
         return causes
+    return causes + _claim_update_causes(pvc, spec, old, requested)
+
+
+_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
+_CLAIM_SPEC_FIXED = "spec is immutable after creation except resources.requests and volumeAttributesClassName " \
+                    "for bound claims"
+
+
+def _claim_update_causes(pvc: Obj, spec: Obj, old: Obj, requested: Any) -> Causes:
+    """``ValidatePersistentVolumeClaimUpdate``: the spec compared with the stored one, but for
+    the ``volumeName`` the binder sets once, a ``storageClassName`` a claim had none of (the
+    default class, assigned later; the beta annotation's class when it had that), the
+    ``volumeAttributesClassName``, and the storage request of a *bound* claim (an expansion;
+    an unbound claim's request is as fixed as the rest). The beta class annotation is
+    fixed; the volume mode and a set ``volumeAttributesClassName`` have words of their own;
+    a request below the one stored may not go down to the capacity in the status
+    (RecoverVolumeExpansionFailure, GA: a failed expansion can be taken back above it).
+    Upstream's Forbidden ends with a ``cmp.Diff`` of the two specs, not reproduced here."""
+    causes: Causes = []
     old_spec = old.get("spec") or {}
-    mutable = ["resources", "volumeAttributesClassName", "volumeName"]
-    if old_spec.get("storageClassName") is None:  # a default class is assigned once, later
-        mutable.append("storageClassName")
-    fixed = {k: v for k, v in spec.items() if k not in mutable}
-    if fixed != {k: v for k, v in old_spec.items() if k not in mutable} \
-            or (old_spec.get("volumeName") and spec.get("volumeName") != old_spec.get("volumeName")):
-        causes.append(forbidden("spec", "spec is immutable after creation except resources.requests and "
-                                         "volumeAttributesClassName for bound claims"))
-    # Only a shrink is checked: a claim bound to a volume larger than it asked for (5Gi for 1Gi)
-    # keeps its request, and its labels can still be patched. With RecoverVolumeExpansionFailure
-    # (GA) a shrink may go back down to just above the capacity recorded in the status.
+    annotations = (pvc.get("metadata") or {}).get("annotations") or {}
+    old_annotations = (old.get("metadata") or {}).get("annotations") or {}
+    was, now = dict(old_spec), dict(spec)
+    if not old_spec.get("volumeName"):  # the binder's, once
+        was["volumeName"] = spec.get("volumeName")
+    old_class, new_class = old_spec.get("storageClassName"), spec.get("storageClassName")
+    old_beta = old_annotations.get(_BETA_CLASS)
+    if old_class is None and new_class is not None and (_BETA_CLASS not in old_annotations or new_class == old_beta):
+        now["storageClassName"] = None  # validateStorageClassUpgradeFromNil / ...FromAnnotation
+        was["storageClassName"] = None
+    upgraded = old_beta is not None and old_class is None and new_class == old_beta \
+        and annotations.get(_BETA_CLASS, old_beta) == old_beta  # the beta annotation's class made the field's
+    if not upgraded and annotations.get(_BETA_CLASS, "") != (old_beta or ""):  # ValidateImmutableAnnotation
+        causes.append(invalid(f"metadata.annotations.{_BETA_CLASS}", annotations.get(_BETA_CLASS, ""),
+                              "field is immutable"))
+    bound = (old.get("status") or {}).get("phase") == "Bound"  # (an update keeps the stored status)
+    resources = now.get("resources")
+    if bound and isinstance(resources, dict) and isinstance(resources.get("requests"), dict):
+        requests = dict(resources["requests"])
+        old_storage = ((old_spec.get("resources") or {}).get("requests") or {}).get("storage")
+        if old_storage is None:
+            requests.pop("storage", None)
+        else:
+            requests["storage"] = old_storage
+        now["resources"] = {**resources, "requests": requests}
+    now["volumeAttributesClassName"] = was.get("volumeAttributesClassName")
+    if {k: v for k, v in now.items() if v is not None} != {k: v for k, v in was.items() if v is not None}:
+        causes.append(forbidden("spec", _CLAIM_SPEC_FIXED))
     previous = storage_of((old_spec.get("resources") or {}).get("requests"), "spec.resources.requests")
     capacity = storage_of(((old.get("status") or {}).get("capacity")), "status.capacity")
     if requested is not None and previous is not None and requested < previous \
             and capacity is not None and requested <= capacity:
         causes.append(forbidden("spec.resources.requests.storage", "field can not be less than status.capacity"))
+    if spec.get("volumeMode") != old_spec.get("volumeMode"):
+        causes.append(invalid("volumeMode", spec.get("volumeMode"), "field is immutable"))
+    old_vac, new_vac = old_spec.get("volumeAttributesClassName"), spec.get("volumeAttributesClassName")
+    if old_vac is not None and new_vac is None:
+        causes.append(forbidden("spec.volumeAttributesClassName", "update from non-nil value to nil is forbidden"))
+    elif old_vac is not None and new_vac == "":
+        causes.append(forbidden("spec.volumeAttributesClassName",
+                                "update from non-nil value to an empty string is forbidden"))
     return causes
 
 

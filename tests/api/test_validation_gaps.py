@@ -223,3 +223,84 @@ async def test_a_services_affinity_config_is_defaulted_before_it_is_validated(se
     found = causes_of(await served.http.patch(f"{svcs}/s", json={"spec": {"sessionAffinity": "Sticky"}},
                                               headers=merge))
     assert found == ['spec.sessionAffinity: Unsupported value: "Sticky": supported values: "ClientIP", "None"'], found
+
+
+# -- a PersistentVolumeClaim's update --------------------------------------------------------------
+async def test_only_a_bound_claims_request_changes(served: Served) -> None:
+    pvcs, merge = f"{NS}/persistentvolumeclaims", {"Content-Type": "application/merge-patch+json"}
+    fixed = ("spec: Forbidden: spec is immutable after creation except resources.requests and "
+             "volumeAttributesClassName for bound claims")
+    assert (await served.http.post("/apis/storage.k8s.io/v1/storageclasses", json={
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "grows"},
+        "provisioner": "example.com/none", "allowVolumeExpansion": True})).status_code == 201
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "grows", "volumeAttributesClassName": "fast",
+        "resources": {"requests": {"storage": "1Gi"}}}}
+    assert (await served.http.post(pvcs, json=claim)).status_code == 201
+    # unbound: the request is as fixed as the rest of the spec (422 before the resize admission's 403)
+    for size in ("2Gi", "512Mi"):
+        found = causes_of(await served.http.patch(f"{pvcs}/c", json={
+            "spec": {"resources": {"requests": {"storage": size}}}}, headers=merge))
+        assert found == [fixed], found
+    # a request written otherwise but of the same value is no change; the volume name is set once
+    resp = await served.http.patch(f"{pvcs}/c", json={"spec": {"resources": {"requests": {"storage": "1024Mi"}},
+                                                               "volumeName": "pv-1"}}, headers=merge)
+    assert resp.status_code == 200, resp.text
+    found = causes_of(await served.http.patch(f"{pvcs}/c", json={"spec": {"volumeName": "pv-2"}}, headers=merge))
+    assert found == [fixed], found
+    # the volume attributes class changes, but is not unset or emptied once set; the mode is fixed
+    resp = await served.http.patch(f"{pvcs}/c", json={"spec": {"volumeAttributesClassName": "slow"}}, headers=merge)
+    assert resp.status_code == 200, resp.text
+    found = causes_of(await served.http.patch(f"{pvcs}/c", json={"spec": {"volumeAttributesClassName": None}},
+                                              headers=merge))
+    assert found == ["spec.volumeAttributesClassName: Forbidden: update from non-nil value to nil is forbidden"]
+    found = causes_of(await served.http.patch(f"{pvcs}/c", json={"spec": {"volumeAttributesClassName": ""}},
+                                              headers=merge))
+    assert found == ["spec.volumeAttributesClassName: Forbidden: update from non-nil value to an empty string is "
+                     "forbidden"], found
+    found = causes_of(await served.http.patch(f"{pvcs}/c", json={"spec": {"volumeMode": "Block"}}, headers=merge))
+    assert found == [fixed, 'volumeMode: Invalid value: "Block": field is immutable'], found
+    # bound: the storage request grows (where the class allows it), and other requests stay fixed
+    resp = await served.http.patch(f"{pvcs}/c/status", json={"status": {
+        "phase": "Bound", "capacity": {"storage": "1Gi"}}}, headers=merge)
+    assert resp.status_code == 200, resp.text
+    resp = await served.http.patch(f"{pvcs}/c", json={"spec": {"resources": {"requests": {"storage": "3Gi"}}}},
+                                   headers=merge)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["spec"]["resources"]["requests"]["storage"] == "3Gi"
+    found = causes_of(await served.http.patch(f"{pvcs}/c", json={"spec": {"resources": {"limits": {
+        "storage": "5Gi"}}}}, headers=merge))
+    assert found == [fixed], found
+    # and shrinks back, but not to its capacity
+    found = causes_of(await served.http.patch(f"{pvcs}/c", json={"spec": {"resources": {"requests": {
+        "storage": "1Gi"}}}}, headers=merge))
+    assert found == ["spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"], found
+    resp = await served.http.patch(f"{pvcs}/c", json={"spec": {"resources": {"requests": {"storage": "2Gi"}}}},
+                                   headers=merge)
+    assert resp.status_code == 200, resp.text
+
+
+async def test_a_claims_class_is_set_once_from_none_or_from_its_beta_annotation(served: Served) -> None:
+    pvcs, merge = f"{NS}/persistentvolumeclaims", {"Content-Type": "application/merge-patch+json"}
+    beta = "volume.beta.kubernetes.io/storage-class"
+
+    def claim(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+            "name": name, "annotations": annotations}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+
+    assert (await served.http.post(pvcs, json=claim("plain", {}))).status_code == 201
+    resp = await served.http.patch(f"{pvcs}/plain", json={"spec": {"storageClassName": "standard"}}, headers=merge)
+    assert resp.status_code == 200, resp.text
+    found = causes_of(await served.http.patch(f"{pvcs}/plain", json={"spec": {"storageClassName": "other"}},
+                                              headers=merge))
+    assert found == ["spec: Forbidden: spec is immutable after creation except resources.requests and "
+                     "volumeAttributesClassName for bound claims"], found
+    assert (await served.http.post(pvcs, json=claim("annotated", {beta: "gold"}))).status_code == 201
+    found = causes_of(await served.http.patch(f"{pvcs}/annotated", json={"metadata": {"annotations": {
+        beta: "silver"}}}, headers=merge))
+    assert found == [f'metadata.annotations.{beta}: Invalid value: "silver": field is immutable'], found
+    # the annotation's class may move into the field, the annotation then dropped
+    resp = await served.http.patch(f"{pvcs}/annotated", json={"metadata": {"annotations": {beta: None}},
+                                                              "spec": {"storageClassName": "gold"}}, headers=merge)
+    assert resp.status_code == 200, resp.text
