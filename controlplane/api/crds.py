@@ -50,6 +50,7 @@ from ..registry.crd import (
     set_status,
     stored_version_problems,
     terminate,
+    unrecognized_format_warnings,
 )
 from ..registry.custom import admit
 from ..registry.structural import apply_defaults, prune
@@ -204,6 +205,9 @@ class CustomResourceDefinitions:
         causes = stored_version_problems(crd)
         if causes:
             raise ApiError.invalid(self.type, crd.get("metadata", {}).get("name", ""), causes)
+        if subresource != "status":
+            for warning in unrecognized_format_warnings(crd, old):
+                add_warning(warning)
 
     def prepare_resource(self, rtype: ResourceType, obj: Obj) -> None:
         """Prune a custom resource being written of its unknown fields (reported under

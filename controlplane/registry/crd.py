@@ -18,6 +18,7 @@ deletes its custom resources, then the finalizer, then the CRD.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -32,7 +33,8 @@ from .versions import priority
 from .webhookclient import service_causes, url_causes
 
 __all__ = ["CLEANUP_FINALIZER", "GROUP", "accepted_names_problems", "condition_true", "established", "problems",
-           "served_types", "set_defaults", "set_status", "stored_version_problems", "terminate"]
+           "served_types", "set_defaults", "set_status", "stored_version_problems", "terminate",
+           "unrecognized_format_warnings"]
 
 GROUP = "apiextensions.k8s.io"
 CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
@@ -79,6 +81,63 @@ def set_defaults(crd: Obj) -> None:
 
 
 # -- validation --------------------------------------------------------------------------------
+# the string formats a 1.37 CRD's schema validates (apiextensions' supportedVersionedFormats, with go-openapi's
+# normalization: no dashes), and those of integers and numbers; any other format is taken, with a warning
+_STRING_FORMATS = frozenset((
+    "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3", "uuid4", "uuid5",
+    "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor", "rgbcolor", "byte", "password", "date", "duration",
+    "datetime", "quantity", "k8sshortname", "k8slongname"))
+_NUMBER_FORMATS = {"integer": ("int32", "int64"), "number": ("float", "double")}
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf")
+
+
+def _unrecognized_formats(schema: Any, found: list[str]) -> None:
+    """``getUnrecognizedFormatsInSchema``: the formats of ``schema`` and every schema below it
+    that its type does not know (``SchemaHas``'s walk: itself, items, allOf, anyOf, oneOf,
+    not, properties, additionalProperties)."""
+    if not isinstance(schema, dict):
+        return
+    fmt, kind = schema.get("format"), schema.get("type") or ""
+    if isinstance(fmt, str) and fmt:
+        if kind in ("", "string"):
+            known = fmt.replace("-", "") in _STRING_FORMATS
+        else:
+            known = fmt in _NUMBER_FORMATS.get(kind, ())
+        if not known:
+            found.append(fmt)
+    items = schema.get("items")
+    for sub in items if isinstance(items, list) else [items]:
+        _unrecognized_formats(sub, found)
+    for key in _SUBSCHEMA_LISTS:
+        for sub in _list(schema.get(key)):
+            _unrecognized_formats(sub, found)
+    _unrecognized_formats(schema.get("not"), found)
+    for sub in _dict(schema.get("properties")).values():
+        _unrecognized_formats(sub, found)
+    _unrecognized_formats(schema.get("additionalProperties"), found)
+
+
+def _formats_of(crd: Obj | None) -> list[str]:
+    found: list[str] = []
+    for v in _list(_dict(_dict(crd).get("spec")).get("versions")):
+        _unrecognized_formats(_dict(_dict(v).get("schema")).get("openAPIV3Schema"), found)
+    return found
+
+
+def unrecognized_format_warnings(crd: Obj, old: Obj | None) -> list[str]:
+    """The strategy's ``WarningsOnCreate``/``WarningsOnUpdate``: ``unrecognized format "x"``
+    for each format of the schemas no validator checks (a create's every one, an update's
+    only those the stored CRD did not have). Such a format is not refused, and is ignored
+    when custom resources are validated."""
+    before = set(_formats_of(old)) if old is not None else set()
+    return [f"unrecognized format {_go_quote(f)}" for f in _formats_of(crd) if f not in before]
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` of a string, near enough: JSON's quoting of it."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 def _required(field: str) -> Cause:
     return {"reason": "FieldValueRequired", "field": field, "message": "Required value"}
 

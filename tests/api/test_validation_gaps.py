@@ -304,3 +304,35 @@ async def test_a_claims_class_is_set_once_from_none_or_from_its_beta_annotation(
     resp = await served.http.patch(f"{pvcs}/annotated", json={"metadata": {"annotations": {beta: None}},
                                                               "spec": {"storageClassName": "gold"}}, headers=merge)
     assert resp.status_code == 200, resp.text
+
+
+# -- a CRD schema's multipleOf, enum and format ---------------------------------------------------
+async def test_a_crd_schemas_unknown_formats_are_taken_with_a_warning(served: Served) -> None:
+    # ValidateCustomResourceDefinitionOpenAPISchema checks neither multipleOf's sign nor the enum's
+    # values against the type; a format its type does not know is taken, and warned of
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+    def crd(properties: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.com"}, "spec": {
+                    "group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": properties}}}}}]}}
+
+    properties = {"size": {"type": "integer", "multipleOf": 0, "format": "int16"},
+                  "colour": {"type": "string", "enum": [1, "red"], "format": "colour"},
+                  "at": {"type": "string", "format": "date-time"},
+                  "ratio": {"type": "number", "format": "double"},
+                  "tags": {"type": "array", "items": {"type": "string", "format": "k8s-short-name"}}}
+    resp = await served.http.post(crds, json=crd(properties))
+    assert resp.status_code == 201, resp.text
+    warnings = sorted(resp.headers.get_list("warning"))
+    assert warnings == ['299 - "unrecognized format \\"colour\\""', '299 - "unrecognized format \\"int16\\""'], warnings
+    # an update warns only of the formats it brings
+    stored = resp.json()
+    spec_properties = stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    spec_properties["flag"] = {"type": "boolean", "format": "yes-no"}
+    resp = await served.http.put(f"{crds}/widgets.example.com", json=stored)
+    assert resp.status_code == 200, resp.text
+    assert resp.headers.get_list("warning") == ['299 - "unrecognized format \\"yes-no\\""']
