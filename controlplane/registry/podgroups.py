@@ -14,17 +14,17 @@ immutable.
 
 from __future__ import annotations
 
-import re
+import json
 from typing import Any
 
-from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
+from .dnsnames import DNS1123_LABEL
+from .podvalidation import dns_label_problems, label_key_problems, subdomain_problems
 
 __all__ = ["prepare_podgroup", "prepare_scheduling_workload"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
 
-_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _MAX_TEMPLATES = 8
 
 
@@ -50,29 +50,78 @@ def _dict(value: Any) -> Obj:
 
 
 def _label_key(field: str, key: Any) -> Causes:
-    """``+k8s:format=k8s-label-key``: a qualified name, ``[prefix/]name``."""
+    """``+k8s:format=k8s-label-key``: a qualified name, ``[prefix/]name`` (``content.IsLabelKey``)."""
     if not isinstance(key, str) or not key:
         return [_required(field)]
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
-        return [_invalid(field, key, "prefix part a lowercase RFC 1123 subdomain must consist of lower case "
-                                     "alphanumeric characters, '-' or '.', and must start and end with an "
-                                     "alphanumeric character")]
-    if not name or len(name) > 63 or not _NAME_PART.match(name):
-        return [_invalid(field, key, "name part must consist of alphanumeric characters, '-', '_' or '.', and "
-                                     "must start and end with an alphanumeric character, and be no more than "
-                                     "63 characters")]
-    return []
+    return [_invalid(field, key, p) for p in label_key_problems(key)]
+
+
+def _bytes(problems: list[str]) -> list[str]:
+    """The ``content`` package's words: a length in bytes, where the legacy checks said characters."""
+    return [p.replace(" characters", " bytes") if p.startswith("must be no more than") else p for p in problems]
 
 
 def _short_name(field: str, value: Any) -> Causes:
-    """``+k8s:required`` and ``+k8s:format=k8s-short-name`` (a DNS label)."""
+    """``+k8s:required`` and ``+k8s:format=k8s-short-name`` (``content.IsDNS1123Label``)."""
     if not isinstance(value, str) or not value:
         return [_required(field)]
     if len(value) > 63 or not DNS1123_LABEL.match(value):
-        return [_invalid(field, value, "must consist of lower case alphanumeric characters or '-', and must "
-                                       "start and end with an alphanumeric character")]
+        return [_invalid(field, value, p) for p in _bytes(dns_label_problems(value))]
     return []
+
+
+def _long_name(field: str, value: Any, required: bool = True) -> Causes:
+    """``+k8s:format=k8s-long-name`` (``content.IsDNS1123Subdomain``), required or optional."""
+    if not isinstance(value, str) or not value:
+        return [_required(field)] if required else []
+    return [_invalid(field, value, p) for p in _bytes(subdomain_problems(value))]
+
+
+def _path_segment_name(field: str, value: Any) -> Causes:
+    """``+k8s:required`` and ``+k8s:format=k8s-path-segment-name`` (``content.IsPathSegmentName``)."""
+    if not isinstance(value, str) or not value:
+        return [_required(field)]
+    if value in (".", ".."):
+        return [_invalid(field, value, f"may not be '{value}'")]
+    return [_invalid(field, value, f"may not contain '{c}'") for c in ("/", "%") if c in value]
+
+
+def _controller_ref(path: str, ref: Any) -> Causes:
+    """A Workload's ``controllerRef`` (``TypedLocalObjectReference``): an optional API group
+    (a long name), a kind and a name (path segment names)."""
+    ref = _dict(ref)
+    return _long_name(f"{path}.apiGroup", ref.get("apiGroup"), required=False) + \
+        _path_segment_name(f"{path}.kind", ref.get("kind")) + _path_segment_name(f"{path}.name", ref.get("name"))
+
+
+_MAX_PRIORITY = 1_000_000_000  # HighestUserDefinablePriority
+_MAX_GROUP_CLAIMS = 4
+_CLAIM_FIELDS = ("name", "resourceClaimName", "resourceClaimTemplateName")
+
+
+def _group_fields(path: str, spec: Obj) -> Causes:
+    """What a PodGroup (and its template) says of its priority class, priority and claims:
+    a long name, at most 1,000,000,000, at most 4 claims named uniquely."""
+    causes = _long_name(f"{path}.priorityClassName", spec.get("priorityClassName"), required=False)
+    priority = spec.get("priority")
+    if isinstance(priority, int) and not isinstance(priority, bool) and priority > _MAX_PRIORITY:
+        causes.append(_invalid(f"{path}.priority", priority, f"must be less than or equal to {_MAX_PRIORITY}"))
+    claims = spec.get("resourceClaims")
+    if isinstance(claims, list):
+        if len(claims) > _MAX_GROUP_CLAIMS:
+            return [*causes, _cause("FieldValueTooMany", f"{path}.resourceClaims",
+                                    f"Too many: {len(claims)}: must have at most {_MAX_GROUP_CLAIMS} items")]
+        seen: set[str] = set()
+        for i, claim in enumerate(claims):
+            name = _dict(claim).get("name")
+            at = f"{path}.resourceClaims[{i}]"
+            causes += _short_name(f"{at}.name", name)
+            if isinstance(name, str) and name in seen:  # (the item as Go's json.Marshal writes it)
+                item = {k: _dict(claim)[k] for k in _CLAIM_FIELDS if _dict(claim).get(k)}
+                causes.append(_cause("FieldValueDuplicate", at,
+                                     f"Duplicate value: {json.dumps(item, separators=(',', ':'))}"))
+            seen.add(name if isinstance(name, str) else "")
+    return causes
 
 
 def _policy(path: str, policy: Any) -> Causes:
@@ -123,8 +172,12 @@ def prepare_podgroup(pg: Obj, old: Obj | None) -> Causes:
     causes += _constraints("spec.schedulingConstraints", spec.get("schedulingConstraints"))
     ref = spec.get("workloadRef")
     if isinstance(ref, dict):
-        causes += _short_name("spec.workloadRef.workloadName", ref.get("workloadName"))
+        causes += _long_name("spec.workloadRef.workloadName", ref.get("workloadName"))
         causes += _short_name("spec.workloadRef.templateName", ref.get("templateName"))
+    causes += _group_fields("spec", spec)
+    parent = spec.get("parentCompositePodGroupName")
+    if parent is not None:
+        causes += _long_name("spec.parentCompositePodGroupName", parent)
     if old is not None:
         old_spec = _dict(old.get("spec"))
         causes += _policy_update("spec.schedulingPolicy", spec.get("schedulingPolicy"),
@@ -144,6 +197,8 @@ def prepare_scheduling_workload(wl: Obj, old: Obj | None) -> Causes:
     templates = spec.get("podGroupTemplates")
     templates = templates if isinstance(templates, list) else []
     causes: Causes = []
+    if spec.get("controllerRef") is not None:
+        causes += _controller_ref("spec.controllerRef", spec.get("controllerRef"))
     if not templates and not spec.get("compositePodGroupTemplates"):
         causes.append(_invalid("spec", "", "must specify one of: `podGroupTemplates`, `compositePodGroupTemplates`"))
     if len(templates) > _MAX_TEMPLATES:
@@ -162,6 +217,7 @@ def prepare_scheduling_workload(wl: Obj, old: Obj | None) -> Causes:
             causes.append(_required(f"{path}.schedulingPolicy"))
         causes += _policy(f"{path}.schedulingPolicy", t.get("schedulingPolicy"))
         causes += _constraints(f"{path}.schedulingConstraints", t.get("schedulingConstraints"))
+        causes += _group_fields(path, t)
     if old is not None:
         old_spec = _dict(old.get("spec"))
         if spec.get("controllerRef") != old_spec.get("controllerRef"):

@@ -188,7 +188,23 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
         _tolerations(tolerations, f"{path}.tolerations", causes)
     if spec.get("dnsConfig") or spec.get("hostAliases"):
         causes += pod_spec_ip_causes(spec, path, old)
+    group = spec.get("schedulingGroup")
+    if group is not None:
+        _scheduling_group(group, f"{path}.schedulingGroup", causes)
     return causes
+
+
+def _scheduling_group(group: Any, at: str, causes: Causes) -> None:
+    """``PodSchedulingGroup`` (GenericWorkload): a union of one member, ``podGroupName``, a long
+    name (the PodGroup need not exist yet; the field is fixed with the rest of the spec)."""
+    name = group.get("podGroupName") if isinstance(group, dict) else None
+    if name is None:
+        causes.append(invalid(at, "", "must specify one of: `podGroupName`"))
+    elif isinstance(name, str):
+        problems = ["must be no more than 253 bytes"] if len(name) > 253 else []
+        if not DNS1123_SUBDOMAIN.match(name):
+            problems.append(_SUBDOMAIN_HINT)
+        causes.extend(invalid(f"{at}.podGroupName", name, p) for p in problems)
 
 
 def _volume_names(volumes: Any, path: str, causes: Causes) -> set[str]:

@@ -336,3 +336,66 @@ async def test_a_crd_schemas_unknown_formats_are_taken_with_a_warning(served: Se
     resp = await served.http.put(f"{crds}/widgets.example.com", json=stored)
     assert resp.status_code == 200, resp.text
     assert resp.headers.get_list("warning") == ['299 - "unrecognized format \\"yes-no\\""']
+
+
+# -- a pod's scheduling group, a PodGroup's and a Workload's references ------------------------------
+_SUBDOMAIN = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+              "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+              r"'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+async def test_a_pods_scheduling_group_names_a_podgroup_and_stays(served: Served) -> None:
+    def pod(group: Any) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "member"},
+                "spec": {"schedulingGroup": group, "containers": [{"name": "c", "image": "nginx"}]}}
+
+    found = causes_of(await served.http.post(f"{NS}/pods", json=pod({})))
+    assert found == ['spec.schedulingGroup: Invalid value: "": must specify one of: `podGroupName`'], found
+    found = causes_of(await served.http.post(f"{NS}/pods", json=pod({"podGroupName": "Gang_1"})))
+    assert found == [f'spec.schedulingGroup.podGroupName: Invalid value: "Gang_1": {_SUBDOMAIN}'], found
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+                                                              "spec": pod({"podGroupName": "x" * 254})["spec"]}}}
+    found = causes_of(await served.http.post("/apis/apps/v1/namespaces/default/deployments", json=deployment))
+    assert found[0] == "spec.template.spec.schedulingGroup.podGroupName: Invalid value: " \
+                       f'"{"x" * 254}": must be no more than 253 bytes', found
+    # the PodGroup need not exist yet; the group is then fixed with the rest of the spec
+    resp = await served.http.post(f"{NS}/pods", json=pod({"podGroupName": "gang.v1"}))
+    assert resp.status_code == 201, resp.text
+    found = causes_of(await served.http.patch(f"{NS}/pods/member", json={"spec": {"schedulingGroup": {
+        "podGroupName": "other"}}}, headers={"Content-Type": "application/merge-patch+json"}))
+    assert len(found) == 1 and found[0].startswith("spec: Forbidden: pod updates may not change fields"), found
+
+
+async def test_podgroup_and_workload_references_are_validated_as_137s_declarations(served: Served) -> None:
+    api = "/apis/scheduling.k8s.io/v1beta1/namespaces/default"
+    workload = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "w"}, "spec": {
+        "controllerRef": {"apiGroup": "Batch", "kind": "Job/x", "name": ".."},
+        "podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}},
+                               "priority": 1_000_000_001}]}}
+    found = causes_of(await served.http.post(f"{api}/workloads", json=workload))
+    assert found == [
+        f'spec.controllerRef.apiGroup: Invalid value: "Batch": {_SUBDOMAIN}',
+        "spec.controllerRef.kind: Invalid value: \"Job/x\": may not contain '/'",
+        "spec.controllerRef.name: Invalid value: \"..\": may not be '..'",
+        "spec.podGroupTemplates[0].priority: Invalid value: 1000000001: must be less than or equal to 1000000000",
+    ], found
+    workload["spec"]["controllerRef"] = {"apiGroup": "batch", "kind": "Job", "name": "train"}
+    del workload["spec"]["podGroupTemplates"][0]["priority"]
+    resp = await served.http.post(f"{api}/workloads", json=workload)
+    assert resp.status_code == 201, resp.text
+
+    def group(name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, **spec}}
+
+    # a Workload's name is a long name (dots allowed), its template's a short one
+    bad = group("g", workloadRef={"workloadName": "w", "templateName": "workers.v1"}, priorityClassName="High",
+                resourceClaims=[{"name": "gpu", "resourceClaimName": "a"}, {"name": "gpu", "resourceClaimName": "b"}])
+    found = causes_of(await served.http.post(f"{api}/podgroups", json=bad))
+    assert found == ['spec.workloadRef.templateName: Invalid value: "workers.v1": must not contain dots',
+                     f'spec.priorityClassName: Invalid value: "High": {_SUBDOMAIN}',
+                     'spec.resourceClaims[1]: Duplicate value: {"name":"gpu","resourceClaimName":"b"}'], found
+    resp = await served.http.post(f"{api}/podgroups", json=group(
+        "g", workloadRef={"workloadName": "train.v1", "templateName": "workers"}))
+    assert resp.status_code == 201, resp.text
