@@ -79,8 +79,8 @@ async def test_a_containers_hugepages_are_whole_pages(served: Served) -> None:
 
 
 async def test_a_runtime_class_overheads_hugepages_are_whole_pages(served: Served) -> None:
-    rc = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "rc"}, "handler": "h",
-          "overhead": {"podFixed": {"memory": "10Mi", "hugepages-2Mi": "5Mi"}}}
+    rc: dict[str, Any] = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "rc"},
+                          "handler": "h", "overhead": {"podFixed": {"memory": "10Mi", "hugepages-2Mi": "5Mi"}}}
     found = causes_of(await served.http.post("/apis/node.k8s.io/v1/runtimeclasses", json=rc))
     assert found == ['overhead.limits[hugepages-2Mi]: Invalid value: "5Mi": 5Mi is not positive integer multiple '
                      "of hugepages-2Mi"]
@@ -369,7 +369,8 @@ async def test_a_pods_scheduling_group_names_a_podgroup_and_stays(served: Served
 
 async def test_podgroup_and_workload_references_are_validated_as_137s_declarations(served: Served) -> None:
     api = "/apis/scheduling.k8s.io/v1beta1/namespaces/default"
-    workload = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "w"}, "spec": {
+    workload: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+                                "metadata": {"name": "w"}, "spec": {
         "controllerRef": {"apiGroup": "Batch", "kind": "Job/x", "name": ".."},
         "podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}},
                                "priority": 1_000_000_001}]}}
