@@ -99,6 +99,21 @@ _MAX_GROUP_CLAIMS = 4
 _CLAIM_FIELDS = ("name", "resourceClaimName", "resourceClaimTemplateName")
 
 
+def _group_claim(at: str, claim: Obj) -> Causes:
+    """``PodGroupResourceClaim``: exactly one of a claim and a template (long names), named by a short name."""
+    sources = [k for k in _CLAIM_FIELDS[1:] if claim.get(k) is not None]
+    union = ", ".join(f"`{k}`" for k in _CLAIM_FIELDS[1:])
+    causes: Causes = []
+    if not sources:
+        causes.append(_invalid(at, "", f"must specify one of: {union}"))
+    elif len(sources) > 1:
+        causes.append(_invalid(at, "{" + ", ".join(sources) + "}", f"must specify exactly one of: {union}"))
+    causes += _short_name(f"{at}.name", claim.get("name"))
+    for key in sources:
+        causes += _long_name(f"{at}.{key}", claim.get(key))
+    return causes
+
+
 def _group_fields(path: str, spec: Obj) -> Causes:
     """What a PodGroup (and its template) says of its priority class, priority and claims:
     a long name, at most 1,000,000,000, at most 4 claims named uniquely."""
@@ -112,15 +127,15 @@ def _group_fields(path: str, spec: Obj) -> Causes:
             return [*causes, _cause("FieldValueTooMany", f"{path}.resourceClaims",
                                     f"Too many: {len(claims)}: must have at most {_MAX_GROUP_CLAIMS} items")]
         seen: set[str] = set()
-        for i, claim in enumerate(claims):
+        for i, claim in enumerate(claims):  # ValSliceUnique, then each item
             name = _dict(claim).get("name")
-            at = f"{path}.resourceClaims[{i}]"
-            causes += _short_name(f"{at}.name", name)
             if isinstance(name, str) and name in seen:  # (the item as Go's json.Marshal writes it)
-                item = {k: _dict(claim)[k] for k in _CLAIM_FIELDS if _dict(claim).get(k)}
-                causes.append(_cause("FieldValueDuplicate", at,
+                item = {k: _dict(claim)[k] for k in _CLAIM_FIELDS if _dict(claim).get(k) is not None}
+                causes.append(_cause("FieldValueDuplicate", f"{path}.resourceClaims[{i}]",
                                      f"Duplicate value: {json.dumps(item, separators=(',', ':'))}"))
             seen.add(name if isinstance(name, str) else "")
+        for i, claim in enumerate(claims):
+            causes += _group_claim(f"{path}.resourceClaims[{i}]", _dict(claim))
     return causes
 
 

@@ -392,11 +392,17 @@ async def test_podgroup_and_workload_references_are_validated_as_137s_declaratio
 
     # a Workload's name is a long name (dots allowed), its template's a short one
     bad = group("g", workloadRef={"workloadName": "w", "templateName": "workers.v1"}, priorityClassName="High",
-                resourceClaims=[{"name": "gpu", "resourceClaimName": "a"}, {"name": "gpu", "resourceClaimName": "b"}])
+                resourceClaims=[{"name": "gpu", "resourceClaimName": "a"}, {"name": "gpu", "resourceClaimName": "b"},
+                                {"name": "nic"}, {"name": "x", "resourceClaimName": "c",
+                                                  "resourceClaimTemplateName": "t"}])
+    union = "`resourceClaimName`, `resourceClaimTemplateName`"
     found = causes_of(await served.http.post(f"{api}/podgroups", json=bad))
     assert found == ['spec.workloadRef.templateName: Invalid value: "workers.v1": must not contain dots',
                      f'spec.priorityClassName: Invalid value: "High": {_SUBDOMAIN}',
-                     'spec.resourceClaims[1]: Duplicate value: {"name":"gpu","resourceClaimName":"b"}'], found
+                     'spec.resourceClaims[1]: Duplicate value: {"name":"gpu","resourceClaimName":"b"}',
+                     f'spec.resourceClaims[2]: Invalid value: "": must specify one of: {union}',
+                     'spec.resourceClaims[3]: Invalid value: "{resourceClaimName, resourceClaimTemplateName}": '
+                     f"must specify exactly one of: {union}"], found
     resp = await served.http.post(f"{api}/podgroups", json=group(
         "g", workloadRef={"workloadName": "train.v1", "templateName": "workers"}))
     assert resp.status_code == 201, resp.text
