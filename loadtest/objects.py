@@ -2,7 +2,9 @@
 
 Pods come from ``controlplane.podgen`` (realistic sizes and variety), made
 creatable: no uid, resourceVersion, timestamps, managedFields, status or node,
-and no node selector a simulated node would not match. Everything else is a
+no node selector a simulated node would not match, and no owner references but a
+real owner's (podgen's name ReplicaSets and Jobs that do not exist, whose pods a
+garbage collector deletes). Everything else is a
 small literal that reads like what its real writer sends::
 
     >>> p = PodFactory(seed=1).pod("team-a", "web-1", {"app": "web"})
@@ -44,8 +46,11 @@ class PodFactory:
             meta.pop(key, None)
         meta["name"] = name
         meta["labels"] = {**meta.get("labels", {}), **(labels or {})}
+        # (podgen's references are synthetic: only a real owner is named)
         if owner is not None:
             meta["ownerReferences"] = [owner]
+        else:
+            meta.pop("ownerReferences", None)
         p.pop("status", None)
         spec = p["spec"]
         spec.pop("nodeSelector", None)

@@ -24,6 +24,15 @@ def test_pods_ask_for_gpus_only_where_the_nodes_have_them() -> None:
     assert accounts == {("default", "default")}
 
 
+def test_pods_name_no_owner_but_a_real_one() -> None:
+    # podgen's references name ReplicaSets and Jobs that do not exist: a garbage collector
+    # (upstream's, the server's) would delete the run's pods
+    factory = PodFactory(seed=3)
+    assert not any("ownerReferences" in factory.pod("ns", f"p{i}")["metadata"] for i in range(100))
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u1", "controller": True}
+    assert factory.pod("ns", "p", owner=owner)["metadata"]["ownerReferences"] == [owner]
+
+
 def test_a_kubelet_s_lease_and_slices_are_its_node_s_and_the_run_s() -> None:
     # as a kubelet's Lease and a DRA driver's ResourceSlice: owned by the Node, so deleting a run's
     # Nodes (label loadtest=true) from a cluster takes them too; labelled, for a cluster whose
