@@ -903,7 +903,7 @@ def _serve_worker(config: Config, port: int, tls: Tls | None, create_app: Any, u
     _die_with_parent()
     inherited.close()  # connections the kernel hashes to the first process's socket are its to accept
     sock = listen(config.host, port, reuse_port=True)
-    config = dataclasses.replace(config, port=port, components=False)
+    config = dataclasses.replace(config, port=port, components=False, forked_worker=True)
     try:
         _uvicorn(uvicorn, create_app(config), config, tls).run(sockets=[sock])
     except SystemExit as e:

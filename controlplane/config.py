@@ -181,6 +181,10 @@ class Config:
     # in all but the first, so the scheduler, nodes and controllers run once
     workers: int = 1
     components: bool = True
+    # a ``serve --workers`` process forked at start with the first (not one started again in
+    # place of one that died): the first does the once-a-start work they would all repeat,
+    # the garbage collector's look-ups of what its scan of the store finds (api/dependents.py)
+    forked_worker: bool = False
     # the components in a process of their own, a client of the first API server over
     # its socket (``serve --components-process``): they get a core of their own
     components_process: bool = False

@@ -757,6 +757,8 @@ def create_app(config: Config) -> FastAPI:
         # every kind's dependents collected once its objects go (api/dependents.py)
         if config.controller_enabled("garbage-collector-controller"):
             kube.collect_garbage()
+            assert kube.gc is not None
+            kube.gc.first = not config.forked_worker  # (the first process scans for them all)
     # the served types' documents; app.state.openapi.invalidate(group, version) when they change
     openapi = app.state.openapi = OpenApiV3(kube.registry)
 

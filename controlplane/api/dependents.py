@@ -33,15 +33,22 @@ CustomResourceDefinition cost a pass or two, not one each.
 Owners may also be gone before their dependents are seen: deleted before a dependent naming
 them was written, never there, or deleted while no server ran. Upstream's graph holds every
 object, and an owner uid it does not hold becomes a "virtual" node (graph_builder.go,
-``addDependentToOwners``) that its workers look up with a live GET (``isDangling``). Here
-the owners named by a dependent's create event, and by every dependent a scan finds, are
-looked up by a task of their own (``_look_ups``), never on the write's path: in the watch
-cache if it has applied every event this process has seen (``Peek``), else in the store.
-One not there with that uid (absent, or another object of that name) is gone: the places
-that may hold its dependents get a pass, as if it had just been deleted. The store read is
-the decision's (a dependent written just after its owner, whose create the cache has not
-applied yet, finds it there). Updates are not looked up: a pod's status, a renewal. A
-cluster-scoped object naming a namespaced owner is left, as upstream leaves it (which also
+``addDependentToOwners``) that its workers look up with a live GET (``isDangling``); an
+update whose references differ from the last (``referencesDiffs`` in ``processGraphChanges``)
+adds the owners it names anew the same way. Here the owners a write through this process
+names anew (``noted``: all of a create's, those of an update, a patch or an apply that were
+not in the version it replaced) and those every dependent a scan finds names are looked up
+by a task of their own (``_look_ups``), never on the write's path: in the watch cache if it
+has applied every event this process has seen (``Peek``), else in the store. A write that
+keeps its references (a pod's status, a Lease renewed by PUT) costs a comparison of two lists;
+a binding or a bulk rewrite, which cannot change them, not even that. One not there with
+that uid (absent, or another object of that name) is gone: the places that may hold its
+dependents get a pass, as if it had just been deleted, those of the pairs its controller
+collects included (below). The store read is the decision's (a dependent written just after
+its owner, whose create the cache has not applied yet, finds it there). An owner found there
+is not looked up again (``_present``: a ReplicaSet's every pod names it) until a delete of
+its key is seen, by ``gone`` or in the feed (whichever process made it), or the feed restarts.
+A cluster-scoped object naming a namespaced owner is left, as upstream leaves it (which also
 reports it in an ``OwnerRefInvalidNamespace`` event, not written here).
 
 For a dependent that names a gone owner, as upstream's ``attemptToDeleteItem``
@@ -65,31 +72,42 @@ removes the finalizer, as upstream's ``attemptToOrphanWorker`` and
 The collector's deletes and patches are made as upstream's, by kube-controller-manager's
 service account ``system:serviceaccount:kube-system:generic-garbage-collector``
 (``COLLECTOR``: admission policies and webhooks see that user), not as the user whose
-delete led to them. They are still calls inside this process, not requests of their own
-(not authorized, not audited as such).
+delete led to them. Without auditing they are calls inside this process, not requests of
+their own (nothing authorizes or audits them, and the hot path pays nothing for them); with
+an audit policy (``--audit-policy-file``) they are requests of that identity to this
+process (``calls``): authorized, admitted and in the audit log as upstream's.
+
+Under ``serve --workers`` (N processes on one store) each process notes every process's
+writes (its own passes need them), looks up the owners its own writes name anew, collects
+the dependents of the owners deleted through it and carries out the propagation finalizers
+it gave: each once in all. The scan at start notes the references stored in every process,
+but only the first (``first``) looks their owners up and resumes the finalizers an earlier
+run left; the workers forked with it would repeat that work. One started again in place of a
+worker that died does it too: the look-ups the dead one had queued are lost with it.
 
 Some pairs keep their controllers' collectors (``CONTROLLER_COLLECTED``): the workload
 controllers' (``controllers/ownership.py``: a Deployment's ReplicaSets, a ReplicaSet's,
 Job's, DaemonSet's or StatefulSet's pods, a CronJob's Jobs, the sets' ControllerRevisions),
 the persistent volume controller's (the claims of pods and StatefulSets) and the
 ResourceClaim controller's (the claims made for pods and PodGroups). So deleting a
-ReplicaSet or a pod reads none of a namespace's pods or claims here, and the workload
-controllers' rule stays theirs: a pod whose owner reference names a ReplicaSet or Job they
-never saw (the load generators' synthetic references) is left alone, and its owners are not
-looked up here.
+ReplicaSet or a pod reads none of a namespace's pods or claims here. Those controllers follow
+only owners they have seen: a dependent naming an owner that is not there (a pod naming a
+ReplicaSet or Job that never existed) is collected here, as upstream's collector collects
+it, when the look-up finds the owner absent; its controller leaves it (one that saw the owner
+go and deletes it too meets a 404, which neither side reports).
 
 Left, unlike upstream:
 
-* a dependent whose update (not its create) adds a reference to an owner that is not there,
-  until the next start's scan (upstream's graph compares every update's references);
-* those of the workload pairs above whose reference is not their controller's (the
-  controllers file dependents by controller reference);
+* those of the workload pairs above whose reference to an owner their controller saw go is
+  not their controller's (the controllers file dependents by controller reference);
 * a bound pod deleted with ``Foreground`` or ``Orphan``: its graceful deletion goes ahead
   without the finalizer, as ``Background``;
 * a workload deleted with ``Foreground`` waits for the dependents its controller collects
   only; its others (a ConfigMap it owns) are deleted once it is gone, as ``Background``;
 * the dependents of an owner deleted in a namespace being emptied (the namespace deleter
-  deletes them anyway).
+  deletes them anyway);
+* several ``serve`` replicas over one etcd each scan at start and look the owners up (upstream
+  elects one collector).
 """
 
 from __future__ import annotations
@@ -111,7 +129,8 @@ from .admissionpolicy import REQUEST_USER
 from .errors import ApiError
 from .rbac import User
 
-__all__ = ["CONTROLLER_COLLECTED", "FOREGROUND", "ORPHAN", "GarbageCollector", "OwnerIndex"]
+__all__ = ["COLLECTOR", "CONTROLLER_COLLECTED", "FOREGROUND", "ORPHAN", "DeleteObject", "GarbageCollector",
+           "OwnerIndex", "PatchObject"]
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +182,8 @@ _API_VERSION, _KIND, _NAME, _UID = b'"apiVersion":"', b'"kind":"', b'"name":"', 
 # them; past this many the newest are let go (with a warning: the next start's scan finds
 # them), a scan looks up those it found as it goes
 _UNVERIFIED_MAX = 1 << 14
-_READ_CHUNK = 256  # dependents created read at a time by the look-ups
+_READ_CHUNK = 256  # dependents found by a scan read at a time by the look-ups
+_PRESENT_MAX = 1 << 14  # owners found there, not looked up again (``GarbageCollector._present``)
 
 # who the collector's deletes and patches are made as (admission policies and webhooks see it):
 # kube-controller-manager's garbage collector's service account, as upstream's
@@ -209,14 +229,15 @@ class OwnerIndex:
                                              "kind": kind.decode(errors="replace")}
                                             for api_version, kind in _owner_kinds(value)))
 
-    def places(self, group: str, kind: str, namespace: str | None) -> list[Place]:
+    def places(self, group: str, kind: str, namespace: str | None, theirs_too: bool = False) -> list[Place]:
         """Where the dependents of an owner of ``group``/``kind`` in ``namespace`` (None: a
         cluster-scoped owner) may be: in its namespace, or anywhere for a cluster-scoped one;
-        not those its workload controller collects."""
+        not those its workload controller collects, unless ``theirs_too`` (an owner their
+        controllers never saw: one looked up and found absent)."""
         places = self._places.get((group, kind))
         if not places:
             return []
-        theirs = CONTROLLER_COLLECTED.get((group, kind), frozenset())
+        theirs = frozenset() if theirs_too else CONTROLLER_COLLECTED.get((group, kind), frozenset())
         return [p for p in places if (namespace is None or p[0] == namespace) and (p[1], p[2]) not in theirs]
 
     def names(self, group: str, kind: str) -> bool:
@@ -302,15 +323,24 @@ class GarbageCollector:
         self._seen_revision: Callable[[], int] | None = None
         self._unseen: deque[tuple[int, str, str, str | None, str]] = deque(maxlen=_UNSEEN_MAX)
         self._by_prefix: dict[bytes, ResourceType] = {}  # the served types by store prefix (``observe``)
-        # the key's directory, apiVersion and kind noted (``observe``) -> the dependents' namespace
-        # (None: cluster-scoped) when their owners of that kind are looked up as they are
-        # created, False when not (a pair a controller collects)
-        self._observed_places: dict[bytes, str | bool | None] = {}
-        # owner references of dependents created (or found by a scan) whose owners are to be
-        # looked up: (the dependent's namespace, apiVersion, kind, name, uid)
+        # the key's directory, apiVersion and kind noted (``observe``): known places, nothing to do
+        self._observed_places: set[bytes] = set()
+        # owner references of dependents written through this process (created, or updated to
+        # name another owner) or found by a scan, whose owners are to be looked up: (the
+        # dependent's namespace, apiVersion, kind, name, uid)
         self._unverified: dict[tuple[str | None, str, str, str, str], None] = {}
-        # the dependents those are read from, as written: (namespace, value, apiVersion, kind)
+        # the dependents a scan found, as stored, whose references are read into those:
+        # (namespace, value, apiVersion, kind)
         self._created: list[tuple[str | None, bytes, bytes, bytes]] = []
+        # owners lately looked up and found there, not looked up again while they are (a
+        # ReplicaSet's every pod names it): uid -> the owner's key, and key -> uid ("" while
+        # it is being looked up); a delete of the key seen by ``observe`` or ``gone`` forgets it
+        self._present: dict[str, bytes] = {}
+        self._owner_keys: dict[bytes, str] = {}
+        # whether the owners of the dependents the scan at start finds are looked up here, and
+        # the propagation finalizers it finds carried out: False in a ``serve --workers``
+        # process forked with the first, which does it for them all (``GarbageCollector.first``)
+        self.first = True
         self._let_go = 0  # dependents not looked up (past _UNVERIFIED_MAX), since the last warning
         self._verifying = False  # a task looks them up
         self._rescan_wanted = False  # a feed restart's scan has not started (``restarted``)
@@ -320,6 +350,10 @@ class GarbageCollector:
     @property
     def store(self) -> Store:
         return self._get_store()
+
+    def calls(self, delete: DeleteObject, patch: PatchObject) -> None:
+        """Make the deletes and patches by these (requests to this server, audited) instead."""
+        self._delete, self._patch = delete, patch
 
     def _start(self, work: Awaitable[None]) -> None:
         """Start ``work`` as the collector (``COLLECTOR``), not as the user whose request led to it."""
@@ -338,6 +372,8 @@ class GarbageCollector:
         if not uid:
             return
         namespace = (meta.get("namespace") or None) if rtype.namespaced else None
+        if self._present:
+            self._forget(uid)
         if self._seen_revision is not None and revision:
             unseen, seen = self._unseen, self._seen_revision()
             if self.seeded.is_set():
@@ -373,7 +409,10 @@ class GarbageCollector:
         """The feed restarted (its watch failed): the store events between were never seen
         here. The store is scanned again, as at start: the dependents written meanwhile noted,
         and those whose owners went meanwhile collected. (Restarts while a scan waits to
-        start share it.)"""
+        start share it.) The owners known to be there are forgotten: their deletes may be
+        among the events missed."""
+        self._present.clear()
+        self._owner_keys.clear()
         self._rescan_wanted = True
         if not self._rescanning:
             self._rescanning = True
@@ -385,7 +424,7 @@ class GarbageCollector:
             while self._rescan_wanted:
                 self._rescan_wanted = False
                 try:
-                    await self._scan(None)
+                    await self._scan(None, look_up=True)
                 except store.StoreError as e:
                     log.warning("garbage collector: the owner references written while the feed restarted are not "
                                 "all known: %s", e)
@@ -400,24 +439,27 @@ class GarbageCollector:
             # NodeStatusReports' conditions) of objects that exist, their owner references as
             # their versions before, whose events were noted (or the scan at start found them)
             return
+        owner_keys = self._owner_keys
         for ev in events:
             kv = ev.kv
-            if _NAMES_OWNERS in kv.value:  # (a delete's value is empty)
+            value = kv.value
+            if _NAMES_OWNERS in value:
                 self._observed(kv)
+            elif not value and owner_keys:  # a delete (its value is empty): an owner known to be there?
+                uid = owner_keys.pop(kv.key, None)
+                if uid:
+                    self._present.pop(uid, None)
 
     def _observed(self, kv: KeyValue) -> None:
         # the object's place and owner kinds as bytes, known already for nearly every write (a
-        # renewal of a node's Lease): a dict lookup each, nothing decoded; a dependent's create
-        # has its owners looked up (upstream's "virtual" owner nodes: graph_builder.go)
+        # renewal of a node's Lease): a set lookup each, nothing decoded. (Its owners are looked
+        # up by the process the write went through: ``noted``.)
         key, value = kv.key, kv.value
         where = key[:key.rfind(b"/") + 1]
         observed = self._observed_places
         for api_version, kind in _owner_kinds(value):
             seen = b"%s\0%s\0%s" % (where, api_version, kind)
-            looked_up = observed.get(seen, True)
-            if looked_up is not True:
-                if looked_up is not False and kv.create_revision == kv.mod_revision:
-                    self._look_up(looked_up, value, api_version, kind)
+            if seen in observed:
                 continue
             # /registry/<plural>/[<namespace>/]<name> or /registry/<group>/<plural>/[<namespace>/]<name>
             parts = key.split(b"/", 4)
@@ -430,20 +472,17 @@ class GarbageCollector:
                 if rtype is None:
                     return
             namespace = key[len(rtype.prefix()):].partition(b"/")[0].decode() if rtype.namespaced else None
-            owner = _group(api_version.decode(errors="replace")), kind.decode(errors="replace")
             self._recheck(self.index.note(rtype, namespace, ({"apiVersion": api_version.decode(errors="replace"),
-                                                              "kind": owner[1]},)), kv.mod_revision)
-            verified = (rtype.group, rtype.plural) not in CONTROLLER_COLLECTED.get(owner, ())
-            observed[seen] = namespace if verified else False
-            if verified and kv.create_revision == kv.mod_revision:
-                self._look_up(namespace, value, api_version, kind)
+                                                              "kind": kind.decode(errors="replace")},)),
+                          kv.mod_revision)
+            observed.add(seen)
 
     # --- owners absent from the start: looked up ------------------------------------------------
 
     def _look_up(self, namespace: str | None, value: bytes, api_version: bytes, kind: bytes) -> None:
         """The owners of ``api_version`` and ``kind`` that ``value``, a dependent in ``namespace``
-        just created (or found by a scan), names are looked up by a task of their own
-        (``_look_ups``), which reads them from it: here, a list append."""
+        found by a scan, names are looked up by a task of their own (``_look_ups``), which
+        reads them from it: here, a list append."""
         if len(self._created) < _UNVERIFIED_MAX:
             self._created.append((namespace, value, api_version, kind))
         else:
@@ -453,7 +492,7 @@ class GarbageCollector:
             self._start(self._looking_up())
 
     def _read_created(self, count: int) -> None:
-        """The owner references of ``count`` of the dependents created (``_created``, the
+        """The owner references of ``count`` of the dependents a scan found (``_created``, the
         newest), to look up once each."""
         created = self._created[-count:]
         del self._created[-count:]
@@ -504,13 +543,42 @@ class GarbageCollector:
             # owner named by a cluster-scoped object (left: upstream reports it as invalid)
             return
         owner_namespace = namespace if rtype.namespaced else None
+        key = rtype.key(owner_namespace, name)
+        keys = self._owner_keys
+        if uid in self._present or keys.setdefault(key, "") == uid:
+            return  # (looked up meanwhile)
+        # (a delete of the key seen while it is looked up pops the mark: then nothing is kept)
         if self._peek is not None:
-            cached = await self._peek(rtype, rtype.key(owner_namespace, name))
+            cached = await self._peek(rtype, key)
             if cached and _is_object(cached, uid):
+                self._keep(key, uid)
                 return
         ref = {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid}
-        if await self._owner_state(namespace, ref) == "absent":
-            self._collect(self.index.places(rtype.group, rtype.kind, owner_namespace), uid)
+        if await self._owner_state(namespace, ref) != "absent":
+            self._keep(key, uid)
+            return
+        if keys.get(key) == "":
+            del keys[key]
+        # absent: its dependents collected, those of the pairs its controller would have
+        # collected too (it never saw this owner: upstream's collector takes them)
+        self._collect(self.index.places(rtype.group, rtype.kind, owner_namespace, theirs_too=True), uid)
+
+    def _keep(self, key: bytes, uid: str) -> None:
+        """The owner at ``key`` with ``uid`` was found there: not looked up again until a delete
+        of the key is seen (unless a delete was seen while it was looked up)."""
+        keys = self._owner_keys
+        if keys.get(key) != "":
+            return
+        keys[key] = uid
+        present = self._present
+        present[uid] = key
+        if len(present) > _PRESENT_MAX:
+            self._forget(next(iter(present)))
+
+    def _forget(self, uid: str) -> None:
+        key = self._present.pop(uid, None)
+        if key is not None and self._owner_keys.get(key) == uid:
+            del self._owner_keys[key]
 
     def _type_at(self, parts: list[bytes]) -> ResourceType | None:
         rtype = self._by_prefix.get(b"/".join(parts[:3]) + b"/")
@@ -518,11 +586,39 @@ class GarbageCollector:
             rtype = self._by_prefix.get(b"/".join(parts[:4]) + b"/")
         return rtype
 
-    def noted(self, rtype: ResourceType, namespace: str | None, refs: Iterable[Any], revision: int) -> None:
-        """An object of ``rtype`` naming owners, written through this process at ``revision``:
-        noted at once (the feed's event of it may come after a delete of its owner that
-        follows the write)."""
+    def noted(self, rtype: ResourceType, namespace: str | None, refs: list[Any], revision: int,
+              before: Sequence[Any] | None = None) -> None:
+        """An object of ``rtype`` naming owners (``refs``), written through this process at
+        ``revision``: noted at once (the feed's event of it may come after a delete of its
+        owner that follows the write). ``before``: the references of the version it replaced
+        (``()`` for a create; None, a write that does not change them): the owners it names
+        anew are looked up, as upstream's graph builder looks up those an object's add or
+        update names that its graph does not hold (``processGraphChanges``, ``referencesDiffs``
+        in graph_builder.go). Only by the process the write went through: once, whatever the
+        number of server processes."""
         self._recheck(self.index.note(rtype, namespace, refs), revision)
+        if before is not None and refs != before:
+            self._referenced(namespace, refs, before)
+
+    def _referenced(self, namespace: str | None, refs: list[Any], before: Sequence[Any]) -> None:
+        old = {ref.get("uid") for ref in before if isinstance(ref, dict)}
+        unverified = self._unverified
+        queued = False
+        for ref in refs:
+            if not isinstance(ref, dict):
+                continue
+            uid = ref.get("uid")
+            if not uid or uid in old or uid in self._present:
+                continue  # (an owner lately found there: every pod a ReplicaSet makes)
+            if len(unverified) >= _UNVERIFIED_MAX:
+                self._let_go += 1
+                continue
+            unverified[(namespace or None, str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""),
+                        str(ref.get("name") or ""), str(uid))] = None
+            queued = True
+        if queued and not self._verifying:
+            self._verifying = True
+            self._start(self._looking_up())
 
     def _recheck(self, new: list[tuple[str, str, Place]], revision: int) -> None:
         """An object written at ``revision`` was the first to name owners of these kinds in
@@ -748,7 +844,7 @@ class GarbageCollector:
         ran, or never there, have their dependents collected."""
         resume: list[tuple[ResourceType, dict[str, Any]]] = []
         try:
-            await self._scan(resume)
+            await self._scan(resume if self.first else None, look_up=self.first)
             for rtype, obj in resume:
                 self.propagate(rtype, obj)
         except store.StoreError as e:
@@ -759,10 +855,11 @@ class GarbageCollector:
             self._verifying = True
             self._start(self._looking_up())
 
-    async def _scan(self, resume: list[tuple[ResourceType, dict[str, Any]]] | None) -> None:
-        """Every stored object read: its owner references noted, and its owners to be looked
-        up (those of the pairs the controllers collect are theirs); with ``resume``, the owners
-        that wait for a propagation finalizer collected in it."""
+    async def _scan(self, resume: list[tuple[ResourceType, dict[str, Any]]] | None, look_up: bool) -> None:
+        """Every stored object read: its owner references noted, and, with ``look_up``, its
+        owners to be looked up (those of the pairs the controllers collect too: an owner
+        their controller never saw is collected here); with ``resume``, the owners that wait
+        for a propagation finalizer collected in it."""
         seen: set[bytes] = set()
         for rtype in self.registry.all():
             prefix = rtype.prefix()
@@ -773,7 +870,7 @@ class GarbageCollector:
             while True:
                 kvs, _, more = await self.store.range(start, end, limit=_SCAN_PAGE)
                 for kv in kvs:
-                    self._seed_one(rtype, kv.key, kv.value, kv.mod_revision, resume)
+                    self._seed_one(rtype, kv.key, kv.value, kv.mod_revision, resume, look_up)
                 if len(self._unverified) + len(self._created) >= _UNVERIFIED_MAX // 2:
                     await self._look_ups()  # (as it goes: a large store's references are not all held)
                 if not more or not kvs:
@@ -781,14 +878,12 @@ class GarbageCollector:
                 start = kvs[-1].key + b"\x00"
 
     def _seed_one(self, rtype: ResourceType, key: bytes, value: bytes, revision: int,
-                  resume: list[tuple[ResourceType, dict[str, Any]]] | None) -> None:
+                  resume: list[tuple[ResourceType, dict[str, Any]]] | None, look_up: bool) -> None:
         namespace = key[len(rtype.prefix()):].partition(b"/")[0].decode() if rtype.namespaced else None
         if _NAMES_OWNERS in value:
             self._recheck(self.index.note_stored(rtype, namespace, value), revision)
-            for api_version, kind in {(a, k) for a, k in _owner_kinds(value)}:
-                theirs = CONTROLLER_COLLECTED.get((_group(api_version.decode(errors="replace")),
-                                                   kind.decode(errors="replace")), frozenset())
-                if (rtype.group, rtype.plural) not in theirs:
+            if look_up:
+                for api_version, kind in {(a, k) for a, k in _owner_kinds(value)}:
                     self._look_up(namespace, value, api_version, kind)
         if resume is None:
             return

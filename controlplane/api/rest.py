@@ -1200,7 +1200,7 @@ class KubeApi:
                     if name or generated == generate:  # (a name not generated at random: it stays taken)
                         raise ApiError.already_exists(rtype, meta["name"]) from e
                     continue
-                written = self._written(rtype, store_key, obj, stored, rev)
+                written = self._written(rtype, store_key, obj, stored, rev, ())
                 if rtype is self._namespaces:
                     await self._default_service_account(meta["name"])
                 if rtype is self.crds.type:
@@ -1213,30 +1213,36 @@ class KubeApi:
             raise
 
     async def _replace(self, rtype: ResourceType, key: bytes, name: str, obj: dict[str, Any],
-                       expected: int) -> Written:
+                       expected: int, old: dict[str, Any] | None = None) -> Written:
         """Store ``obj`` over the version at ``expected`` (``store.Conflict`` and ``store.NotFound``
-        pass through: each verb answers them its own way), serialised once as a create is."""
+        pass through: each verb answers them its own way), serialised once as a create is.
+        ``old``: the version replaced, when the write may change its owner references (an
+        update, a patch, an apply)."""
         obj = _metadata_first(obj)
         stored = orjson.dumps(obj)
         rev = await self.store.update(key, stored, expected)
-        written = self._written(rtype, key, obj, stored, rev)
+        written = self._written(rtype, key, obj, stored, rev,
+                                None if old is None else (old.get("metadata") or {}).get("ownerReferences") or ())
         if rtype is self.crds.type:
             self.crds.written(name, obj, rev)
         return written
 
     def _written(self, rtype: ResourceType, key: bytes, obj: dict[str, Any], stored: bytes,
-                 revision: int) -> Written:
+                 revision: int, owners_before: list[Any] | tuple[()] | None = None) -> Written:
         """``obj``, just stored as ``stored`` (metadata first) at ``revision``: the response,
         whose JSON is the stored bytes with the resourceVersion spliced in, and which the
         watch cache takes for this version too (serialised once, DESIGN.md). A dry-run
-        create's ``revision`` is 0: it has no version, and is served without one."""
+        create's ``revision`` is 0: it has no version, and is served without one.
+        ``owners_before``: the owner references of the version replaced (``()`` for a create;
+        None for a write that does not change them), whose new owners the garbage collector
+        looks up."""
         meta = obj["metadata"]
         if not revision:
             meta.pop("resourceVersion", None)
             return Written(obj, stored)
         meta["resourceVersion"] = str(revision)
         if self.gc is not None and "ownerReferences" in meta:  # where owners of each kind have dependents
-            self.gc.noted(rtype, meta.get("namespace"), meta["ownerReferences"], revision)
+            self.gc.noted(rtype, meta.get("namespace"), meta["ownerReferences"], revision, owners_before)
         raw = with_resource_version(stored, revision)
         if rtype.custom is None and not DRY_RUN.get() and CONVERSION.get() is None:  # others are presented on read
             self.reads.prime(rtype, key, revision, raw, obj)
@@ -1346,7 +1352,7 @@ class KubeApi:
                     if cached:
                         continue  # compared with the cache's version, which may be behind: with the store's
                     return _object(current.value, current.mod_revision)
-                written = await self._replace(rtype, key, name, obj, current.mod_revision)
+                written = await self._replace(rtype, key, name, obj, current.mod_revision, old)
             except store.Conflict:
                 await self._aborted(write)
                 if expected and not cached:
@@ -1444,7 +1450,7 @@ class KubeApi:
                     if cached:
                         continue  # patched the cache's version, which may be behind: the store's
                     return old
-                written = await self._replace(rtype, key, name, obj, current.mod_revision)
+                written = await self._replace(rtype, key, name, obj, current.mod_revision, old)
             except store.Conflict:
                 await self._aborted(write)
                 continue
@@ -1519,7 +1525,7 @@ class KubeApi:
                 if _finalized(meta) and rtype is not self._namespaces:
                     await self._aborted(write)  # (deleted: _finish releases what it held)
                     return await self._finish(rtype, key, name, obj, current.mod_revision), False
-                written = await self._replace(rtype, key, name, obj, current.mod_revision)
+                written = await self._replace(rtype, key, name, obj, current.mod_revision, old)
             except store.Conflict:
                 await self._aborted(write)
                 continue

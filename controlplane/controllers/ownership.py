@@ -8,17 +8,16 @@ their controller (``ownerReferences[].controller``), from informer events.
 ``finalize`` carries out the ``orphan`` and ``foregroundDeletion`` finalizers
 the API gives an owner deleted with ``Orphan`` or ``Foreground``.
 
-One deliberate difference from upstream's collector: only owners this
-controller has seen are followed. Upstream also deletes an object whose owner
-reference names an owner that never existed (a dangling reference). Load
-generators here (``podgen.py``, the Locust suites) give their bare pods
-realistic references to ReplicaSets and Jobs that do not exist, and a
-million of them must neither vanish nor be filed. A dependent whose owner is
-not known yet is parked for ``UNCLAIMED_SECONDS``, because informers of
-different collections are not ordered with one another. If its owner appears
-in that time, the dependent is filed; otherwise it is forgotten. The same
-applies to the dependents of an owner deleted while no controller ran: they
-are left.
+Only owners this controller has seen are followed here: a dependent whose
+owner is not known yet is parked for ``UNCLAIMED_SECONDS``, because informers
+of different collections are not ordered with one another. If its owner
+appears in that time, the dependent is filed; otherwise it is forgotten (a
+million pods naming owners that do not exist are not held). Those, whose
+references dangle as upstream's collector says, are the API server's
+collector's (``api/dependents.py``): it looks up the owners each dependent's
+create or update names anew, and those of every dependent stored at start, and
+deletes the dependents of one that is not there, as it does those of an owner
+deleted while no controller ran.
 """
 
 from __future__ import annotations

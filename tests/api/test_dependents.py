@@ -93,11 +93,8 @@ def test_the_feed_notes_the_owner_references_of_every_write() -> None:
     assert gc.index.places("example.com", "App", "a") == [("a", "apps", "deployments")]
     assert gc.index.places("", "ConfigMap", "a") == [("a", "apps", "deployments")]
     assert passes == []
-    # (each created: its owners to be looked up, read from it by the task that looks them up)
-    gc._read_created(len(gc._created))
-    assert set(gc._unverified) == {("a", "rbac.authorization.k8s.io/v1", "ClusterRole", "r", "u1"),
-                                   ("kube-node-lease", "v1", "Node", "n", "u2"),
-                                   ("a", "example.com/v1", "App", "x", "u3"), ("a", "v1", "ConfigMap", "y", "u4")}
+    # (their owners are looked up by the process each went through: ``noted``, not here)
+    assert not gc._created and not gc._unverified
 
 
 def test_an_owner_deleted_before_the_feed_brought_its_dependent_is_looked_for_again() -> None:
@@ -118,26 +115,42 @@ def test_an_owner_deleted_before_the_feed_brought_its_dependent_is_looked_for_ag
     assert passes == ["b"]
 
 
-def test_updates_and_the_pairs_controllers_collect_are_not_looked_up() -> None:
-    """Only a dependent's create has its owners looked up (its updates were, or are by the
-    owner's delete), and not those of the pairs the workload controllers collect: a pod
-    naming a ReplicaSet that never existed stays theirs (the load generators' pods)."""
+def test_a_write_s_new_owners_are_looked_up_by_the_process_it_went_through() -> None:
+    """A create names all its owners anew, an update those not in the version it replaced (as
+    upstream's ``referencesDiffs``); a write that keeps them (a pod's status) or cannot change
+    them (``before`` None) looks nothing up, nor does one naming an owner lately found there.
+    The pairs the workload controllers collect are looked up too: a pod naming a ReplicaSet
+    that never existed is collected here."""
     gc, passes = _collector([0])
+    pods, configmaps = _type("pods"), _type("configmaps")
     rs_ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u5", "controller": True}
-    gc.observe([_put(b"/registry/pods/a/p", {"metadata": {"ownerReferences": [rs_ref]}}, 3)])
-    updated = store.KeyValue(b"/registry/configmaps/a/c", orjson.dumps({"metadata": {"ownerReferences": [ROLE_REF]}}),
-                             2, 4, 2)
-    gc.observe([store.Event(store.EventType.PUT, updated)])
-    assert gc.index.places("apps", "ReplicaSet", "a") == [] and gc.index.names("apps", "ReplicaSet")
-    assert gc.index.places("rbac.authorization.k8s.io", "ClusterRole", None) == [("a", "", "configmaps")]
-    assert not gc._created and not gc._unverified and passes == []
+    gc.noted(pods, "a", [rs_ref], 3, ())
+    assert set(gc._unverified) == {("a", "apps/v1", "ReplicaSet", "rs", "u5")}
+    gc._unverified.clear()
+    gc.noted(pods, "a", [rs_ref], 4, [dict(rs_ref)])  # (a status update: the same references)
+    gc.noted(pods, "a", [rs_ref], 5, None)  # (a binding)
+    assert not gc._unverified
+    gc.noted(configmaps, "a", [ROLE_REF, rs_ref], 6, [rs_ref])  # (an update naming another owner)
+    assert set(gc._unverified) == {("a", "rbac.authorization.k8s.io/v1", "ClusterRole", "r", "u1")}
+    gc._unverified.clear()
+    rs_key = _type("replicasets", "apps").key("a", "rs")
+    gc._owner_keys[rs_key] = ""  # (being looked up...
+    gc._keep(rs_key, "u5")  # ... and found there)
+    gc.noted(pods, "a", [rs_ref], 7, ())
+    assert not gc._unverified
+    # its delete, whichever process made it, is seen: looked up again
+    gc.observe([store.Event(store.EventType.DELETE, store.KeyValue(rs_key, b"", 0, 8, 0))])
+    gc.noted(pods, "a", [rs_ref], 9, ())
+    assert set(gc._unverified) == {("a", "apps/v1", "ReplicaSet", "rs", "u5")}
+    assert passes == []
 
 
 async def test_a_feed_restart_scans_the_store_and_collects_what_names_an_absent_owner(tmp_path: Any) -> None:
     """Writes the feed never handed over (it restarted): ``restarted`` scans the store, notes
     them and looks their owners up in the store. The dependent of an owner that is not there
-    is deleted (with its uid as a precondition); the one whose owner is there, and the pod
-    of a ReplicaSet (its controller's), are not. Restarts in a row make one scan."""
+    is deleted (with its uid as a precondition), and so is the pod of a ReplicaSet that does
+    not exist (its controller never saw it); the one whose owner is there is not. Restarts in
+    a row make one scan."""
     st = store.open(f"lmdb://{tmp_path}/store")
     deleted: list[tuple[str, str | None, str, dict[str, Any]]] = []
     tasks: list[asyncio.Task[None]] = []
@@ -176,7 +189,44 @@ async def test_a_feed_restart_scans_the_store_and_collects_what_names_an_absent_
         gc.restarted()  # (restarts before its scan started share it)
         assert len(tasks) == started + 1
         await settle()
-        assert deleted == [("configmaps", "a", "orphaned",
-                            {"propagationPolicy": "Background", "preconditions": {"uid": "orphaned-uid"}})]
+        def background(uid: str) -> dict[str, Any]:
+            return {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        assert sorted(deleted) == [("configmaps", "a", "orphaned", background("orphaned-uid")),
+                                   ("pods", "a", "p", background("p-uid"))]
+    finally:
+        await st.close()
+
+
+async def test_a_worker_forked_with_the_first_leaves_the_scans_look_ups_to_it(tmp_path: Any) -> None:
+    """``serve --workers``: every process's scan at start notes the owner references stored,
+    but only the first looks their owners up (and resumes the propagation finalizers): the
+    others, forked with it, would repeat its work."""
+    st = store.open(f"lmdb://{tmp_path}/store")
+    deleted: list[str] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def delete(rtype: ResourceType, namespace: str | None, name: str, options: dict[str, Any]) -> None:
+        deleted.append(name)
+
+    async def patch(*_: Any) -> None:
+        raise AssertionError("nothing to patch here")
+
+    def spawn(work: Any) -> None:
+        tasks.append(asyncio.ensure_future(work))
+
+    try:
+        configmaps = _type("configmaps")
+        await st.create(_type("namespaces").key(None, "a"), orjson.dumps({"metadata": {"name": "a"}}))
+        await st.create(configmaps.key("a", "orphaned"), orjson.dumps({"metadata": {
+            "name": "orphaned", "namespace": "a", "uid": "orphaned-uid",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "gone-uid"}]}}))
+        for first in (False, True):
+            gc = GarbageCollector(REGISTRY, lambda: st, delete, patch, spawn, frozenset())
+            gc.first = first
+            gc.follow(lambda: 0)
+            while not all(t.done() for t in tasks):
+                await asyncio.gather(*tasks)
+            assert gc.index.places("", "ConfigMap", "a") == [("a", "", "configmaps")]
+            assert deleted == (["orphaned"] if first else [])
     finally:
         await st.close()

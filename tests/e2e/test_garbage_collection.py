@@ -114,9 +114,10 @@ def test_a_dependent_whose_owner_was_gone_before_it_was_written_is_collected(
         served: Serve, v1: client.CoreV1Api) -> None:
     """As upstream's collector, which looks up an owner its graph does not hold when it first
     sees a dependent name it: a ConfigMap written naming an owner already deleted, one naming
-    a uid that never existed, and one naming an existing object's name with another uid are
-    collected; one naming a live owner, and a pod naming a ReplicaSet that never existed (the
-    ReplicaSet controller's pair: left, as the load generators' pods), stay."""
+    a uid that never existed, one naming an existing object's name with another uid, and pods
+    naming a ReplicaSet and a Job that never existed (pairs their controllers collect when
+    the owner they saw goes: these they never saw) are collected; one naming a live owner
+    stays."""
     late = _cm(v1, "late-owner")
     v1.delete_namespaced_config_map("late-owner", NS)
     assert _eventually(_cm_gone(v1, "late-owner"))
@@ -134,15 +135,48 @@ metadata:
     _cm(v1, "renamed-child", client.V1OwnerReference(api_version="v1", kind="ConfigMap", name="late-live",
                                                       uid=str(uuid.uuid4())))
     _cm(v1, "live-child", _ref(live))
-    v1.create_namespaced_pod(NS, client.V1Pod(
-        metadata=client.V1ObjectMeta(name="synthetic-rs-pod", owner_references=[client.V1OwnerReference(
-            api_version="apps/v1", kind="ReplicaSet", name="never-rs", uid=str(uuid.uuid4()), controller=True)]),
-        spec=client.V1PodSpec(scheduler_name="none", containers=[client.V1Container(name="c", image="x")])))
+    for name, api_version, kind in (("synthetic-rs-pod", "apps/v1", "ReplicaSet"),
+                                    ("synthetic-job-pod", "batch/v1", "Job")):
+        v1.create_namespaced_pod(NS, client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name, owner_references=[client.V1OwnerReference(
+                api_version=api_version, kind=kind, name="never", uid=str(uuid.uuid4()), controller=True,
+                block_owner_deletion=True)]),
+            spec=client.V1PodSpec(scheduler_name="none", containers=[client.V1Container(name="c", image="x")])))
     for name in ("late-child", "never-child", "renamed-child"):
         assert _eventually(_cm_gone(v1, name)), name
+    for name in ("synthetic-rs-pod", "synthetic-job-pod"):  # (unbound: deleted at once)
+        assert _eventually(_gone(functools.partial(v1.read_namespaced_pod, name, NS))), name
     time.sleep(0.5)  # (the look-ups of the others had their time)
     assert v1.read_namespaced_config_map("live-child", NS).metadata.owner_references[0].uid == live.metadata.uid
-    assert v1.read_namespaced_pod("synthetic-rs-pod", NS).metadata.deletion_timestamp is None
+
+
+def test_an_update_that_names_an_absent_owner_is_collected(served: Serve, v1: client.CoreV1Api) -> None:
+    """As upstream's graph builder compares each update's owner references with the last and
+    looks up the owners added (``referencesDiffs``): a ConfigMap that kubectl patches to name
+    an owner that is not there is collected; one the Python client replaces to name a live
+    and an absent owner keeps the live one; one updated to name a live owner stays, and so
+    it does after an update that keeps its references."""
+    live = _cm(v1, "upd-live")
+    _cm(v1, "upd-patched")
+    kubectl(served, "patch", "-n", NS, "configmap", "upd-patched", "--type=merge", "-p",
+            f'{{"metadata":{{"ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"upd-absent",'
+            f'"uid":"{uuid.uuid4()}"}}]}}}}')
+    replaced = _cm(v1, "upd-replaced")
+    absent = client.V1OwnerReference(api_version="v1", kind="ConfigMap", name="upd-absent", uid=str(uuid.uuid4()))
+    replaced.metadata.owner_references = [_ref(live), absent]
+    v1.replace_namespaced_config_map("upd-replaced", NS, replaced)
+    kept = _cm(v1, "upd-kept")
+    kept.metadata.owner_references = [_ref(live)]
+    v1.replace_namespaced_config_map("upd-kept", NS, kept)
+    assert _eventually(_cm_gone(v1, "upd-patched"))
+
+    def only_live() -> bool:
+        refs = v1.read_namespaced_config_map("upd-replaced", NS).metadata.owner_references or []
+        return [r.uid for r in refs] == [live.metadata.uid]
+    assert _eventually(only_live)
+    v1.patch_namespaced_config_map("upd-kept", NS, {"data": {"k": "v"}})  # (its references as they were)
+    time.sleep(0.5)
+    assert v1.read_namespaced_config_map("upd-kept", NS).metadata.owner_references[0].uid == live.metadata.uid
 
 
 def test_a_dependent_written_naming_a_live_and_an_absent_owner_keeps_the_live_one(v1: client.CoreV1Api) -> None:
@@ -457,3 +491,4 @@ def test_the_collectors_deletes_are_made_as_its_service_account(served: Serve, v
         finally:
             http.delete(f"{group}/validatingadmissionpolicybindings/gc-only")
             http.delete(f"{group}/validatingadmissionpolicies/gc-only")
+
