@@ -38,7 +38,8 @@ import store
 from store.compactor import run_compactor
 
 from .. import componentsmetrics
-from ..client import Client
+from ..client import ApiError as ClientApiError
+from ..client import Client, resource_path
 from ..client.transport import IN_PROCESS
 from ..components import enabled, installed_crds
 from ..components import start as start_components
@@ -75,6 +76,7 @@ from .audit import (
 )
 from .auditlog import LogBackend, LogOptions
 from .auditwebhook import Truncation, WebhookBackend, WebhookOptions
+from .dependents import COLLECTOR, DeleteObject, PatchObject
 from .errors import ApiError
 from .flowcontrol import DEBUG_PREFIX as FLOW_DEBUG
 from .flowcontrol import FlowControl, MaxInFlight
@@ -586,6 +588,27 @@ class _CachedObjects:
         return self.load(entry) if entry is not None else None
 
 
+def _requests_of(client: Client) -> tuple[DeleteObject, PatchObject]:
+    """The garbage collector's deletes and merge patches as requests of ``client``, its errors
+    the API's (api/dependents.py)."""
+    def path(rtype: ResourceType, namespace: str | None, name: str) -> str:
+        return resource_path(rtype.group, rtype.version, rtype.plural, namespace, name)
+
+    async def delete(rtype: ResourceType, namespace: str | None, name: str, options: dict[str, Any]) -> object:
+        try:
+            return await client.delete(path(rtype, namespace, name), options)
+        except ClientApiError as e:
+            raise ApiError(e.code, e.reason, e.message) from e
+
+    async def patch(rtype: ResourceType, namespace: str | None, name: str, body: dict[str, Any]) -> object:
+        try:
+            return await client.patch(path(rtype, namespace, name), body, patch_type="merge")
+        except ClientApiError as e:
+            raise ApiError(e.code, e.reason, e.message) from e
+
+    return delete, patch
+
+
 async def _peek(caches: WatchCaches, rtype: ResourceType, key: bytes) -> bytes | None:
     """An object's JSON as the watch cache holds it (b"": it holds no such key), for the garbage
     collector's look-ups of owners (api/dependents.py); None when the cache cannot say: none
@@ -669,6 +692,12 @@ def create_app(config: Config) -> FastAPI:
                 caches.observers.append(kube.gc.observe)
                 caches.on_restart.append(kube.gc.restarted)
                 kube.gc.follow(lambda: caches.revision, functools.partial(_peek, caches))
+                if isinstance(app.state.front, Auditing) and identities is not None:
+                    # audited, as upstream's collector's requests (kube-controller-manager's): its
+                    # deletes and patches as requests to this process, only when something audits
+                    gc_client = Client.in_process(app.state.front, token=identities.token(COLLECTOR.name))
+                    state._clients.append(gc_client)
+                    kube.gc.calls(*_requests_of(gc_client))
             for rtype in kube.registry.all():  # built-in types cached from the start, as upstream
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))

@@ -492,3 +492,103 @@ def test_the_collectors_deletes_are_made_as_its_service_account(served: Serve, v
             http.delete(f"{group}/validatingadmissionpolicybindings/gc-only")
             http.delete(f"{group}/validatingadmissionpolicies/gc-only")
 
+
+COLLECTOR = "system:serviceaccount:kube-system:generic-garbage-collector"
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [delete, patch]
+  resources: [{group: "", resources: [configmaps]}]
+"""
+
+
+def _audited(tmp: Path) -> list[str]:
+    (tmp / "policy.yaml").write_text(AUDIT_POLICY)
+    return ["--audit-policy-file", str(tmp / "policy.yaml"), "--audit-log-path", str(tmp / "audit.log")]
+
+
+def _audit_events(tmp: Path, verb: str, name: str) -> list[dict[str, Any]]:
+    import json
+
+    lines = (tmp / "audit.log").read_text().splitlines() if (tmp / "audit.log").exists() else []
+    return [e for e in map(json.loads, lines)
+            if e["verb"] == verb and e.get("objectRef", {}).get("name") == name and e["stage"] == "ResponseComplete"]
+
+
+def test_the_collectors_deletes_and_patches_are_audited_as_its_service_account(tmp_path: Path) -> None:
+    """With an audit policy the collector's calls are requests of its own, as upstream's (those
+    of kube-controller-manager's collector): its delete of a dependent, its removal of a
+    dangling reference and of an owner's ``foregroundDeletion`` finalizer are in the audit log
+    as ``system:serviceaccount:kube-system:generic-garbage-collector``, each once."""
+    cms = f"/api/v1/namespaces/{NS}/configmaps"
+    with running(start_serve(tmp_path, scheduler=True, extra=_audited(tmp_path))) as s, \
+            httpx.Client(base_url=s.url, headers=bearer(s), timeout=10) as http:
+        http.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).raise_for_status()
+        owners = {name: http.post(cms, json={"metadata": {"name": name}}).json() for name in ("a-owner", "a-kept")}
+        refs = {name: {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": o["metadata"]["uid"],
+                       "blockOwnerDeletion": True} for name, o in owners.items()}
+        http.post(cms, json={"metadata": {"name": "a-child", "ownerReferences": [refs["a-owner"]]}}).raise_for_status()
+        http.post(cms, json={"metadata": {"name": "a-both", "ownerReferences": [refs["a-owner"], refs["a-kept"]]}}
+                  ).raise_for_status()
+        http.request("DELETE", f"{cms}/a-owner", json={"propagationPolicy": "Foreground"}).raise_for_status()
+        assert _eventually(lambda: http.get(f"{cms}/a-owner").status_code == 404)
+        assert http.get(f"{cms}/a-child").status_code == 404
+        assert http.get(f"{cms}/a-both").json()["metadata"]["ownerReferences"] == [refs["a-kept"]]
+        for verb, name in (("delete", "a-child"), ("patch", "a-both"), ("patch", "a-owner")):
+            assert _eventually(lambda v=verb, n=name: bool(_audit_events(tmp_path, v, n))), (verb, name)  # type: ignore[misc]
+            found = _audit_events(tmp_path, verb, name)
+            # (a patch may meet a conflict and be made again: each is the collector's)
+            assert {e["user"]["username"] for e in found} == {COLLECTOR}, found
+            assert [e["responseStatus"]["code"] // 100 for e in found][-1:] == [2], found
+            assert verb == "patch" or len(found) == 1, found
+        # the user's own delete is the user's
+        assert [e["user"]["username"] for e in _audit_events(tmp_path, "delete", "a-owner")] == ["admin"]
+
+
+def test_with_two_workers_one_process_collects_each_dependent(tmp_path: Path) -> None:
+    """``serve --workers 2`` on a store whose owner was deleted while no server ran: the first
+    process's scan at start looks the owners up (the other, forked with it, does not), and a
+    dependent created, or updated to name an owner, through either process is looked up by
+    that process alone: each dependent is deleted by one request of the collector, none
+    repeated (the audit log has one delete of each)."""
+    cms = f"/api/v1/namespaces/{NS}/configmaps"
+    with running(start_serve(tmp_path, scheduler=True)) as first, \
+            httpx.Client(base_url=first.url, headers=bearer(first), timeout=10) as http:
+        http.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).raise_for_status()
+        owner = http.post(cms, json={"metadata": {"name": "offline"}}).json()
+        ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "offline", "uid": owner["metadata"]["uid"]}
+        for i in range(10):
+            http.post(cms, json={"metadata": {"name": f"offline-{i}", "ownerReferences": [ref]}}).raise_for_status()
+        first.stop()
+
+    async def delete_owner() -> None:
+        st = store.open(f"lmdb://{tmp_path / 'state' / 'data'}")
+        try:
+            assert await st.delete(f"/registry/configmaps/{NS}/offline".encode())
+        finally:
+            await st.close()
+    asyncio.run(delete_owner())
+    s = start_serve(tmp_path, run=1, scheduler=True, extra=["--workers", "2", *_audited(tmp_path)])
+
+    def fresh(method: str, path: str, body: dict[str, Any] | None = None,
+              content_type: str = "application/json") -> httpx.Response:
+        with httpx.Client(base_url=s.url, headers=bearer(s), timeout=10) as http:  # a new connection
+            return http.request(method, path, json=body, headers={"content-type": content_type})
+
+    with running(s):
+        names = [f"offline-{i}" for i in range(10)]
+        for i in range(10):
+            absent = {"apiVersion": "v1", "kind": "ConfigMap", "name": f"absent-{i}", "uid": str(uuid.uuid4())}
+            fresh("POST", cms, {"metadata": {"name": f"created-{i}", "ownerReferences": [absent]}}).raise_for_status()
+            fresh("POST", cms, {"metadata": {"name": f"updated-{i}"}}).raise_for_status()
+            fresh("PATCH", f"{cms}/updated-{i}", {"metadata": {"ownerReferences": [absent]}},
+                  "application/merge-patch+json").raise_for_status()
+            names += [f"created-{i}", f"updated-{i}"]
+        for name in names:
+            assert _eventually(functools.partial(_absent, fresh, f"{cms}/{name}")), name
+        time.sleep(1.0)  # (a second process's look-ups, were there any, had their time)
+        for name in names:
+            found = _audit_events(tmp_path, "delete", name)
+            assert [(e["user"]["username"], e["responseStatus"]["code"]) for e in found] == [(COLLECTOR, 200)], found
