@@ -75,7 +75,8 @@ service account ``system:serviceaccount:kube-system:generic-garbage-collector``
 delete led to them. Without auditing they are calls inside this process, not requests of
 their own (nothing authorizes or audits them, and the hot path pays nothing for them); with
 an audit policy (``--audit-policy-file``) they are requests of that identity to this
-process (``calls``): authorized, admitted and in the audit log as upstream's.
+process (``calls``; where the server has its components' identities, as ``serve`` has from
+its token file): authorized, admitted and in the audit log as upstream's.
 
 Under ``serve --workers`` (N processes on one store) each process notes every process's
 writes (its own passes need them), looks up the owners its own writes name anew, collects
