@@ -1,15 +1,22 @@
-"""ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) at its write: the CEL
-expressions it holds must compile, as upstream's validation requires of its
-``validations[i].expression`` and ``.messageExpression``, ``matchConditions[i].expression``,
-``variables[i].expression`` and ``auditAnnotations[i].valueExpression``::
+"""ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding (admissionregistration.k8s.io/v1)
+at their write: defaulted as upstream's ``SetDefaults_ValidatingAdmissionPolicySpec``
+(``failurePolicy: Fail``) and ``SetDefaults_MatchResources`` (a ``matchConstraints`` or a
+binding's ``matchResources`` gets ``matchPolicy: Equivalent``, ``{}`` selectors and rule
+``scope: "*"``; v1 defaults no ``paramRef.parameterNotFoundAction``: it is required), and
+validated as upstream's ``validateValidatingAdmissionPolicySpec``, ``validateValidation``,
+``validateAuditAnnotation`` and ``validateValidatingAdmissionPolicyBindingSpec``
+(``pkg/apis/admissionregistration/validation/validation.go``; the parts both policy kinds
+share in ``registry/policyspec.py``), each CEL expression compiled with the names its place
+declares::
 
     prepare_validating_admission_policy({"spec": {"validations": [{"expression": "object.x >"}]}}, None)
-    # [{"reason": "FieldValueInvalid", "field": "spec.validations[0].expression",
+    # [..., {"reason": "FieldValueInvalid", "field": "spec.validations[0].expression",
     #   "message": 'Invalid value: "object.x >": compilation failed: ERROR: <input>:1:11: ...'}]
 
-Names the policy's environment does not declare do, as upstream's compile at the write:
-``params`` without a ``paramKind``, any name but ``object``, ``oldObject``, ``request``,
-``namespaceObject``, ``authorizer`` and ``variables``, a function of no Kubernetes CEL
+Names the policy's environment does not declare do not compile, as upstream's compile at the
+write: ``params`` without a ``paramKind``, ``variables`` in a policy without variables (and in
+any match condition), ``authorizer`` in a ``messageExpression``, any name but those and
+``object``, ``oldObject``, ``request``, ``namespaceObject``, a function of no Kubernetes CEL
 library (``compilation failed: ERROR: <input>:1:25: undeclared reference to 'params' (in
 container '')``). Type errors do not refuse the write: as upstream's type checking controller, they are
 reported in ``status.typeChecking.expressionWarnings``, written here at the write (with
@@ -21,43 +28,58 @@ checked against each built-in kind the ``matchConstraints`` name without wildcar
      "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:13: undefined field 'replicaz'\n | ...\n"}
 
 Not checked: custom resources' kinds, ``params`` (dyn), ``request``, ``namespaceObject`` and
-``variables`` (dyn). The policy is evaluated by ``api/admissionpolicy.py``.
+``variables`` (dyn); an expression's result type (upstream's ``must evaluate to bool``); the
+``get`` permission on the ``paramKind`` upstream's strategy asks of the writer. A write through
+``/status`` is validated as upstream's status strategy validates it (each expression warning's
+``warning`` and ``fieldRef`` given) and keeps its status. The policy is evaluated by
+``api/admissionpolicy.py``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from .causes import Causes, invalid, objects
-from .expressions import compile_error
+import orjson
+
+from .causes import Causes, duplicate, invalid, not_supported, objects, required
+from .policyspec import (
+    BASE_NAMES,
+    compiled,
+    condition_causes,
+    default_match_resources,
+    expression_causes,
+    failure_policy_causes,
+    match_resources_causes,
+    param_kind_causes,
+    param_ref_causes,
+    policy_name_causes,
+    variable_causes,
+)
 from .types import BUILTIN
 
-__all__ = ["compiled", "prepare_validating_admission_policy"]
+__all__ = ["compiled", "prepare_validating_admission_policy", "prepare_validating_admission_policy_binding"]
 
-_EXPRESSIONS = (("validations", "expression"), ("validations", "messageExpression"),
-                ("matchConditions", "expression"), ("variables", "expression"),
-                ("auditAnnotations", "valueExpression"))
+Obj = dict[str, Any]
+_REASONS = ("Forbidden", "Invalid", "RequestEntityTooLarge")  # supportedValidationPolicyReason.List()
+_ACTIONS = ("Audit", "Deny", "Warn")  # validValidationActions.List()
+_MAX_AUDIT_ANNOTATIONS = 20
+_MAX_VALUE_EXPRESSION = 5 * 1024
+_NEWLINE = re.compile(r"[\n\r]+")
 
 
-def prepare_validating_admission_policy(policy: dict[str, Any], old: dict[str, Any] | None) -> Causes:
-    """The causes of a 422 for the policy's expressions that do not compile, in upstream's
-    order (each list in turn, each item's expression before its message expression); a
-    policy that compiles gets its ``status`` (``observedGeneration``, ``typeChecking``)."""
+def prepare_validating_admission_policy(policy: Obj, old: Obj | None) -> Causes:
+    """Default ``policy`` in place; the causes of a 422, in upstream's order. A policy that is
+    valid gets its ``status`` (``observedGeneration``, ``typeChecking``)."""
     spec = policy.get("spec")
-    causes: Causes = []
+    if old is not None and spec is old.get("spec") and spec is not None:
+        return _status_causes(policy.get("status"))  # a write through /status: the spec is the stored one
     if not isinstance(spec, dict):
-        return causes
-    for section in dict.fromkeys(section for section, _ in _EXPRESSIONS):
-        items = spec.get(section)
-        if not isinstance(items, list):
-            continue
-        declared = _declared(spec)
-        for path, item in objects(items, f"spec.{section}", causes):
-            for key in (key for s, key in _EXPRESSIONS if s == section):
-                text = item.get(key)
-                why = compiled(text, declared) if isinstance(text, str) and text.strip() else None
-                if why is not None:
-                    causes.append(invalid(f"{path}.{key}", text, why))
+        spec = policy["spec"] = {}
+    if spec.get("failurePolicy") is None:
+        spec["failurePolicy"] = "Fail"
+    default_match_resources(spec.get("matchConstraints"))
+    causes = _spec_causes(spec, (policy.get("metadata") or {}).get("name") or "")
     if not causes:
         status = policy.get("status")
         policy["status"] = {**(status if isinstance(status, dict) else {}),
@@ -66,27 +88,146 @@ def prepare_validating_admission_policy(policy: dict[str, Any], old: dict[str, A
     return causes
 
 
-def _declared(spec: dict[str, Any]) -> frozenset[str]:
-    """The variables a policy's expressions may name (upstream's ``OptionalVariableDeclarations``
-    at its write: ``params`` only with a ``paramKind``, the authorizer always)."""
-    names = {"object", "oldObject", "request", "namespaceObject", "authorizer", "variables"}
-    if spec.get("paramKind") is not None:
-        names.add("params")
-    return frozenset(names)
+def _spec_causes(spec: Obj, name: str) -> Causes:
+    causes = failure_policy_causes(spec.get("failurePolicy"), "spec.failurePolicy")
+    declared = BASE_NAMES | {"authorizer"}
+    kind = spec.get("paramKind")
+    if kind is not None:
+        declared |= {"params"}
+        causes += param_kind_causes(kind, "spec.paramKind")
+    constraints = spec.get("matchConstraints")
+    if not isinstance(constraints, dict):
+        causes.append(required("spec.matchConstraints"))
+    else:
+        causes += match_resources_causes(constraints, "spec.matchConstraints")
+        if not constraints.get("resourceRules"):  # (they give the type checking its kinds)
+            causes.append(required("spec.matchConstraints.resourceRules"))
+    causes += condition_causes(spec.get("matchConditions"), "spec.matchConditions", declared)
+    if spec.get("variables"):
+        declared |= {"variables"}  # (upstream compiles with composition only where there are variables)
+    causes += variable_causes(spec.get("variables"), "spec.variables", declared)
+    validations, annotations = spec.get("validations"), spec.get("auditAnnotations")
+    if not validations and not annotations:
+        detail = "validations or auditAnnotations must contain at least one item"
+        return [*causes, required("spec.validations", detail), required("spec.auditAnnotations", detail)]
+    for path, validation in objects(validations if isinstance(validations, list) else [], "spec.validations",
+                                    causes):
+        causes += _validation_causes(validation, path, declared)
+    if isinstance(annotations, list):
+        if len(annotations) > _MAX_AUDIT_ANNOTATIONS:
+            causes.append(invalid("spec.auditAnnotations", orjson.dumps(annotations).decode(),
+                                  f"must not have more than {_MAX_AUDIT_ANNOTATIONS} auditAnnotations"))
+        keys: set[str] = set()
+        for path, annotation in objects(annotations, "spec.auditAnnotations", causes):
+            causes += _audit_annotation_causes(annotation, path, name, declared)
+            key = str(annotation.get("key") or "")
+            if key in keys:
+                causes.append(duplicate(f"{path}.key", key))
+            keys.add(key)
+    return causes
 
 
-def compiled(expression: str, declared: frozenset[str]) -> str | None:
-    """Why ``expression`` does not compile with ``declared`` (each dyn) as cel-go's compiler
-    says it: a syntax error, a name neither declared nor a function of Kubernetes' CEL
-    environments (``undeclared reference to 'x' (in container '')``), or a type error
-    among literals; None when it compiles."""
-    why = compile_error(expression)
-    if why is not None:
-        return why
-    from .celcheck import DYN, type_errors
+def _validation_causes(validation: Obj, path: str, declared: frozenset[str]) -> Causes:
+    """Upstream's ``validateValidation``: an expression that compiles; a message expression, if
+    any, that compiles without ``authorizer``; a message neither blank nor of several lines; a
+    known reason."""
+    causes = expression_causes(validation.get("expression"), f"{path}.expression", declared,
+                               "expression is not specified")
+    message_expression = validation.get("messageExpression")
+    if isinstance(message_expression, str) and message_expression:
+        if not message_expression.strip():
+            causes.append(invalid(f"{path}.messageExpression", message_expression, "must be non-empty if specified"))
+        else:
+            causes += expression_causes(message_expression, f"{path}.messageExpression", declared - {"authorizer"})
+    message = validation.get("message")
+    if isinstance(message, str) and message:
+        if not message.strip():
+            causes.append(invalid(f"{path}.message", message, "message must be non-empty if specified"))
+        elif _NEWLINE.search(message.strip()):
+            causes.append(invalid(f"{path}.message", message, "message must not contain line breaks"))
+    reason = validation.get("reason")
+    if reason is not None and reason not in _REASONS:
+        causes.append(not_supported(f"{path}.reason", reason, _REASONS))
+    return causes
 
-    errors = type_errors(expression, dict.fromkeys(declared, DYN), strict=True)
-    return "compilation failed: " + "\n".join(errors) if errors else None
+
+def _audit_annotation_causes(annotation: Obj, path: str, name: str, declared: frozenset[str]) -> Causes:
+    """Upstream's ``validateAuditAnnotation``: ``<policy>/<key>`` a qualified name; a value
+    expression of at most 5 KiB that compiles."""
+    from .podvalidation import label_key_problems
+
+    key = str(annotation.get("key") or "")
+    if name:
+        causes = [invalid(f"{path}.key", f"{name}/{key}", p) for p in label_key_problems(f"{name}/{key}")]
+    else:
+        causes = [invalid(f"{path}.key", key, "requires metadata.name be non-empty")]
+    text = annotation.get("valueExpression")
+    trimmed = text.strip() if isinstance(text, str) else ""
+    if not trimmed:
+        causes.append(required(f"{path}.valueExpression", "valueExpression is not specified"))
+    elif len(trimmed.encode()) > _MAX_VALUE_EXPRESSION:
+        causes.append(required(f"{path}.valueExpression", f"must not exceed {_MAX_VALUE_EXPRESSION} bytes in length"))
+    else:
+        why = compiled(trimmed, declared)
+        if why is not None:
+            causes.append(invalid(f"{path}.valueExpression", text, why))
+    return causes
+
+
+def _status_causes(status: Any) -> Causes:
+    """Upstream's ``validateValidatingAdmissionPolicyStatus``, of the type checking's warnings:
+    each with a ``warning`` and a ``fieldRef``."""
+    causes: Causes = []
+    checking = status.get("typeChecking") if isinstance(status, dict) else None
+    warnings = checking.get("expressionWarnings") if isinstance(checking, dict) else None
+    for path, warning in objects(warnings if isinstance(warnings, list) else [],
+                                 "status.typeChecking.expressionWarnings", causes):
+        if not warning.get("warning"):
+            causes.append(required(f"{path}.warning"))
+        if not str(warning.get("fieldRef") or "").strip():
+            causes.append(required(f"{path}.fieldRef"))
+    return causes
+
+
+def prepare_validating_admission_policy_binding(binding: Obj, old: Obj | None) -> Causes:
+    """Default ``binding`` in place; the causes of a 422, in upstream's order: the policy's
+    name, the ``paramRef``, the ``matchResources``, the ``validationActions``."""
+    spec = binding.get("spec")
+    if not isinstance(spec, dict):
+        spec = binding["spec"] = {}
+    default_match_resources(spec.get("matchResources"))
+    causes = policy_name_causes(spec.get("policyName"), "spec.policyName")
+    ref = spec.get("paramRef")
+    if isinstance(ref, dict):
+        causes += param_ref_causes(ref, "spec.paramRef")
+    match = spec.get("matchResources")
+    if isinstance(match, dict):
+        causes += match_resources_causes(match, "spec.matchResources")
+    return causes + _actions_causes(spec.get("validationActions"), "spec.validationActions")
+
+
+def _actions_causes(actions: Any, path: str) -> Causes:
+    """Upstream's ``validateValidationActions``: at least one, each known and once, not both
+    Deny and Warn."""
+    from .policyspec import go_strings
+
+    listed = actions if isinstance(actions, list) else []
+    causes: Causes = []
+    seen: set[str] = set()
+    for i, action in enumerate(listed):
+        if action not in _ACTIONS:
+            causes.append(not_supported(f"{path}[{i}]", action, _ACTIONS))
+        if str(action) in seen:
+            causes.append(duplicate(f"{path}[{i}]", action))
+        seen.add(str(action))
+    if {"Deny", "Warn"} <= seen:
+        causes.append({"reason": "FieldValueInvalid", "field": path, "message": (
+            f"Invalid value: {go_strings('[]admissionregistration.ValidationAction', listed)}: must not contain "
+            "both Deny and Warn (repeating the same validation failure information in the API response and "
+            "headers serves no purpose)")})
+    if not seen:
+        causes.append(required(path, "at least one validation action is required"))
+    return causes
 
 
 _MAX_KINDS = 10  # upstream's maxTypesToCheck

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DNS1035_LABEL", "DNS1123_LABEL", "DNS1123_SUBDOMAIN", "LABEL_MESSAGE", "SUBDOMAIN_MESSAGE",
-           "dns_label_name_problems", "path_segment_problems"]
+__all__ = ["DNS1035_LABEL", "DNS1035_MESSAGE", "DNS1123_LABEL", "DNS1123_SUBDOMAIN", "LABEL_MESSAGE",
+           "SUBDOMAIN_MESSAGE", "dns1035_problems", "dns_label_name_problems", "path_segment_problems"]
 
 # IsDNS1123Label: lower-case alphanumerics and '-', starting and ending alphanumeric
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -34,6 +34,19 @@ SUBDOMAIN_MESSAGE = ("a lowercase RFC 1123 subdomain must consist of lower case 
 LABEL_MESSAGE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
                  "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+# what IsDNS1035Label says of a string its pattern refuses
+DNS1035_MESSAGE = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                   "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+                   "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+
+
+def dns1035_problems(name: str) -> list[str]:
+    """What apimachinery's ``IsDNS1035Label`` says of ``name``: too long, then its pattern's words."""
+    problems = ["must be no more than 63 characters"] if len(name) > 63 else []
+    if not DNS1035_LABEL.match(name):
+        problems.append(DNS1035_MESSAGE)
+    return problems
 
 
 def dns_label_name_problems(name: str) -> list[str]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Container, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-from .admissionpolicies import prepare_validating_admission_policy
+from .admissionpolicies import prepare_validating_admission_policy, prepare_validating_admission_policy_binding
 from .apiservices import name_causes as apiservice_name_causes
 from .apiservices import prepare_apiservice
 from .autoscaling import prepare_horizontal_pod_autoscaler
@@ -568,6 +568,7 @@ _PREPARERS.update({
     "mutatingwebhookconfigurations": prepare_webhook_configuration,
     "validatingwebhookconfigurations": prepare_webhook_configuration,
     "validatingadmissionpolicies": prepare_validating_admission_policy,
+    "validatingadmissionpolicybindings": prepare_validating_admission_policy_binding,
     "mutatingadmissionpolicies": prepare_mutating_admission_policy,
     "mutatingadmissionpolicybindings": prepare_mutating_admission_policy_binding,
     "podgroups": prepare_podgroup, "workloads": prepare_scheduling_workload,

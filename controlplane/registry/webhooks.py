@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .admissionpolicies import compiled
 from .causes import Causes, cause, invalid, objects, required
 from .dnsnames import DNS1123_SUBDOMAIN
+from .policyspec import compiled
 
 __all__ = ["prepare_webhook_configuration"]
 

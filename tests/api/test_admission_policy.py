@@ -115,12 +115,12 @@ async def test_a_policy_whose_expressions_do_not_compile_is_refused_at_its_write
         await client.create(POLICIES, bad)
     assert e.value.code == 422 and e.value.reason == "Invalid"
     causes = e.value.status["details"]["causes"]
-    assert [c["field"] for c in causes] == [
-        "spec.validations[0].expression", "spec.validations[0].messageExpression",
-        "spec.matchConditions[0].expression", "spec.variables[0].expression"]
-    assert causes[0]["message"].startswith(
+    assert [c["field"] for c in causes] == [  # upstream's order: conditions, variables, validations
+        "spec.matchConditions[0].expression", "spec.variables[0].expression",
+        "spec.validations[0].expression", "spec.validations[0].messageExpression"]
+    assert causes[2]["message"].startswith(
         'Invalid value: "object.spec.replicas <": compilation failed: ERROR: <input>:1:23: Syntax error: ')
-    assert causes[0]["message"].endswith("\n | object.spec.replicas <\n | ......................^")
+    assert causes[2]["message"].endswith("\n | object.spec.replicas <\n | ......................^")
     assert all(c["reason"] == "FieldValueInvalid" for c in causes)
 
 
@@ -184,7 +184,8 @@ async def test_policies_judge_token_requests_as_creates_of_serviceaccounts_token
 
 async def test_undeclared_references_are_refused_at_a_policys_write(client: Client) -> None:
     """What upstream's compile declares at the write: object, oldObject, request,
-    namespaceObject, authorizer, variables, and params only with a paramKind; any other
+    namespaceObject, authorizer (not in a message expression), params only with a paramKind
+    and variables only in a policy that has some (never in a match condition); any other
     name, or a function of no Kubernetes CEL library, is an undeclared reference."""
     bad = policy("undeclared", [{"expression": "object.spec.replicas <= params.max",
                                  "messageExpression": "'too many: ' + string(objekt.spec.replicas)"}],
@@ -194,16 +195,29 @@ async def test_undeclared_references_are_refused_at_a_policys_write(client: Clie
         await client.create(POLICIES, bad)
     causes = e.value.status["details"]["causes"]
     assert [(c["field"], c["message"].split("compilation failed: ")[1].split("\n")[0]) for c in causes] == [
+        ("spec.matchConditions[0].expression",
+         "ERROR: <input>:1:34: undeclared reference to 'isBlank' (in container '')"),
         ("spec.validations[0].expression",
          "ERROR: <input>:1:25: undeclared reference to 'params' (in container '')"),
         ("spec.validations[0].messageExpression",
          "ERROR: <input>:1:23: undeclared reference to 'objekt' (in container '')"),
-        ("spec.matchConditions[0].expression",
-         "ERROR: <input>:1:34: undeclared reference to 'isBlank' (in container '')")]
+        ("spec.auditAnnotations[0].valueExpression",
+         "ERROR: <input>:1:1: undeclared reference to 'variables' (in container '')")]
     fine = policy("declared", [{"expression": "object.spec.replicas <= int(params.data.max)"}],
-                  paramKind={"apiVersion": "v1", "kind": "ConfigMap"},
+                  paramKind={"apiVersion": "v1", "kind": "ConfigMap"}, variables=[{"name": "v", "expression": "1"}],
                   auditAnnotations=[{"key": "k", "valueExpression": "string(variables.v) + namespaceObject.kind"}])
     await client.create(POLICIES, fine)
+    with pytest.raises(ApiError) as e:  # a match condition never sees the variables, a message no authorizer
+        await client.create(POLICIES, policy(
+            "conditions", [{"expression": "true", "messageExpression": "string(authorizer.path('/x').check('get'))"}],
+            variables=[{"name": "v", "expression": "1"}],
+            matchConditions=[{"name": "m", "expression": "variables.v == 1"}]))
+    assert [(c["field"], c["message"].split("compilation failed: ")[1].split("\n")[0])
+            for c in e.value.status["details"]["causes"]] == [
+        ("spec.matchConditions[0].expression",
+         "ERROR: <input>:1:1: undeclared reference to 'variables' (in container '')"),
+        ("spec.validations[0].messageExpression",
+         "ERROR: <input>:1:8: undeclared reference to 'authorizer' (in container '')")]
 
 
 async def test_undeclared_references_are_refused_in_a_webhooks_match_conditions(client: Client) -> None:
