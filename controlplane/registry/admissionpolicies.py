@@ -29,9 +29,11 @@ checked against each built-in kind the ``matchConstraints`` name without wildcar
 
 Not checked: custom resources' kinds, ``params`` (dyn), ``request``, ``namespaceObject`` and
 ``variables`` (dyn); an expression's result type (upstream's ``must evaluate to bool``); the
-``get`` permission on the ``paramKind`` upstream's strategy asks of the writer. A write through
-``/status`` is validated as upstream's status strategy validates it (each expression warning's
-``warning`` and ``fieldRef`` given) and keeps its status. The policy is evaluated by
+``get`` permission on the ``paramKind`` upstream's strategy asks of the writer. A write that
+leaves the spec as stored (through ``/status``, or of the metadata) is validated as upstream's
+status strategy validates a status (each expression warning's ``warning`` and ``fieldRef``
+given) and keeps its status; upstream validates the spec of a metadata update again (so a
+policy stored before this validation keeps taking label changes here). The policy is evaluated by
 ``api/admissionpolicy.py``.
 """
 
@@ -72,13 +74,14 @@ def prepare_validating_admission_policy(policy: Obj, old: Obj | None) -> Causes:
     """Default ``policy`` in place; the causes of a 422, in upstream's order. A policy that is
     valid gets its ``status`` (``observedGeneration``, ``typeChecking``)."""
     spec = policy.get("spec")
-    if old is not None and spec is old.get("spec") and spec is not None:
-        return _status_causes(policy.get("status"))  # a write through /status: the spec is the stored one
+    unchanged = old is not None and isinstance(spec, dict) and spec == old.get("spec")
     if not isinstance(spec, dict):
         spec = policy["spec"] = {}
     if spec.get("failurePolicy") is None:
         spec["failurePolicy"] = "Fail"
     default_match_resources(spec.get("matchConstraints"))
+    if unchanged:  # a write through /status, or of the metadata: the stored spec, its status kept
+        return _status_causes(policy.get("status"))
     causes = _spec_causes(spec, (policy.get("metadata") or {}).get("name") or "")
     if not causes:
         status = policy.get("status")

@@ -658,6 +658,14 @@ _ABSENT_ACCEPTED: dict[str, frozenset[str]] = {
     "io.k8s.api.storage.v1.CSINodeSpec": frozenset({"drivers"}),
     "io.k8s.api.core.v1.ContainerRestartRule": frozenset({"action"}),
     "io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes": frozenset({"operator"}),
+    # an admission policy's, in validateValidatingAdmissionPolicySpec's order and words
+    # (``expression is not specified``, ``at least one validation action is required``)
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": frozenset(
+        {"policyName", "validationActions"}),
+    "io.k8s.api.admissionregistration.v1.Validation": frozenset({"expression"}),
+    "io.k8s.api.admissionregistration.v1.Variable": frozenset({"name", "expression"}),
+    "io.k8s.api.admissionregistration.v1.AuditAnnotation": frozenset({"key", "valueExpression"}),
+    "io.k8s.api.admissionregistration.v1.MatchCondition": frozenset({"name", "expression"}),
     # no validation at all: its REST storage refuses an empty token with a 400 of its own
     # (pkg/registry/authentication/tokenreview/storage.go), which ``api/reviews.py`` gives
     "io.k8s.api.authentication.v1.TokenReview": frozenset({"spec"}),
