@@ -30,7 +30,8 @@ checked against each built-in kind the ``matchConstraints`` name without wildcar
 Not checked: custom resources' kinds, ``params`` (dyn), ``request``, ``namespaceObject`` and
 ``variables`` (dyn); an expression's result type (upstream's ``must evaluate to bool``); the
 ``get`` permission on the ``paramKind`` upstream's strategy asks of the writer. A write that
-leaves the spec as stored (through ``/status``, or of the metadata) is validated as upstream's
+leaves the spec as stored, defaults aside (through ``/status``, of the metadata, an apply that
+sends a rule again without its defaulted ``scope``), is validated as upstream's
 status strategy validates a status (each expression warning's ``warning`` and ``fieldRef``
 given) and keeps its status; upstream validates the spec of a metadata update again (so a
 policy stored before this validation keeps taking label changes here). The policy is evaluated by
@@ -74,13 +75,13 @@ def prepare_validating_admission_policy(policy: Obj, old: Obj | None) -> Causes:
     """Default ``policy`` in place; the causes of a 422, in upstream's order. A policy that is
     valid gets its ``status`` (``observedGeneration``, ``typeChecking``)."""
     spec = policy.get("spec")
-    unchanged = old is not None and isinstance(spec, dict) and spec == old.get("spec")
     if not isinstance(spec, dict):
         spec = policy["spec"] = {}
-    if spec.get("failurePolicy") is None:
-        spec["failurePolicy"] = "Fail"
-    default_match_resources(spec.get("matchConstraints"))
-    if unchanged:  # a write through /status, or of the metadata: the stored spec, its status kept
+    _default(spec)
+    stored = old.get("spec") if old is not None else None
+    if isinstance(stored, dict) and (spec == stored or spec == _default(orjson.loads(orjson.dumps(stored)))):
+        # a write through /status, or of the metadata, or of only what the defaults fill in
+        # (an apply resending a rule without its scope): the stored spec, its status kept
         return _status_causes(policy.get("status"))
     causes = _spec_causes(spec, (policy.get("metadata") or {}).get("name") or "")
     if not causes:
@@ -89,6 +90,14 @@ def prepare_validating_admission_policy(policy: Obj, old: Obj | None) -> Causes:
                             "observedGeneration": (policy.get("metadata") or {}).get("generation", 1),
                             "typeChecking": _type_checking(spec)}
     return causes
+
+
+def _default(spec: Obj) -> Obj:
+    """``SetDefaults_ValidatingAdmissionPolicySpec`` and ``SetDefaults_MatchResources`` in place."""
+    if spec.get("failurePolicy") is None:
+        spec["failurePolicy"] = "Fail"
+    default_match_resources(spec.get("matchConstraints"))
+    return spec
 
 
 def _spec_causes(spec: Obj, name: str) -> Causes:

@@ -68,3 +68,75 @@ def test_kubectl_sees_undeclared_references_refused(served: Serve) -> None:
         .replace("isBlank(k)", "k != ''")
     assert "validatingadmissionpolicy.admissionregistration.k8s.io/undeclared created" in kubectl(
         served, "apply", "-f", "-", stdin=with_params)
+
+
+DEMO = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: demo-policy.example.com}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}
+  validations:
+  - {expression: "object.spec.replicas <= 5"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: demo-binding-test.example.com}
+spec:
+  policyName: demo-policy.example.com
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {environment: test}
+"""
+
+
+def test_kubectl_applies_a_policy_and_binding_defaulted_and_enforced(served: Serve) -> None:
+    """kubernetes.io's first example applied as is: upstream's defaults stored (a second apply
+    changes nothing), the binding enforced in its namespaces, an invalid binding refused with
+    upstream's causes as kubectl prints them."""
+    import subprocess
+    import time
+
+    from tests.e2e.test_kubectl import KUBECTL
+
+    out = kubectl(served, "apply", "-f", "-", stdin=DEMO)
+    assert "validatingadmissionpolicy.admissionregistration.k8s.io/demo-policy.example.com created" in out
+    assert "validatingadmissionpolicybinding.admissionregistration.k8s.io/demo-binding-test.example.com created" \
+        in out
+    got = yaml.safe_load(kubectl(served, "get", "validatingadmissionpolicy", "demo-policy.example.com", "-o", "yaml"))
+    assert got["spec"]["failurePolicy"] == "Fail"
+    assert got["spec"]["matchConstraints"]["matchPolicy"] == "Equivalent"
+    assert got["spec"]["matchConstraints"]["resourceRules"][0]["scope"] == "*"
+    bound = yaml.safe_load(kubectl(served, "get", "validatingadmissionpolicybinding",
+                                   "demo-binding-test.example.com", "-o", "yaml"))
+    assert bound["spec"]["matchResources"] == {"matchPolicy": "Equivalent", "objectSelector": {},
+                                               "namespaceSelector": {"matchLabels": {"environment": "test"}}}
+    again = kubectl(served, "apply", "-f", "-", stdin=DEMO)
+    # the binding's defaults sit in maps the merge leaves alone; the policy's rules are an atomic
+    # list whose items got a scope, so kubectl sends them again, as to kube-apiserver: a no-op
+    assert "demo-binding-test.example.com unchanged" in again and "demo-policy.example.com configured" in again
+    got = yaml.safe_load(kubectl(served, "get", "validatingadmissionpolicy", "demo-policy.example.com", "-o", "yaml"))
+    assert got["metadata"]["generation"] == 1 and got["status"]["observedGeneration"] == 1
+    kubectl(served, "create", "namespace", "demo-test")
+    kubectl(served, "label", "namespace", "demo-test", "environment=test")
+    env = {"KUBECONFIG": str(served.kubeconfig), "HOME": str(served.state)}
+    assert KUBECTL
+    for _ in range(200):  # admission reads the watch cache
+        r = subprocess.run([KUBECTL, "create", "deployment", "big", "-n", "demo-test", "--image=nginx",
+                            "--replicas=6"], capture_output=True, text=True, env=env, timeout=60)
+        if r.returncode != 0:
+            break
+        kubectl(served, "delete", "deployment", "big", "-n", "demo-test")
+        time.sleep(0.05)
+    assert "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' " \
+           "denied request: failed expression: object.spec.replicas <= 5" in r.stderr
+    kubectl(served, "create", "deployment", "big", "-n", "default", "--image=nginx", "--replicas=6")
+    bad = DEMO.split("---")[1].replace("[Deny]", "[Deny, Warn]").replace("demo-binding-test", "both")
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=bad, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode != 0
+    assert 'The ValidatingAdmissionPolicyBinding "both.example.com" is invalid: spec.validationActions: ' \
+           'Invalid value: []admissionregistration.ValidationAction{"Deny", "Warn"}: must not contain both Deny ' \
+           "and Warn" in r.stderr
