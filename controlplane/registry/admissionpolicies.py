@@ -28,8 +28,9 @@ checked against each built-in kind the ``matchConstraints`` name without wildcar
      "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:13: undefined field 'replicaz'\n | ...\n"}
 
 Not checked: custom resources' kinds, ``params`` (dyn), ``request``, ``namespaceObject`` and
-``variables`` (dyn); an expression's result type (upstream's ``must evaluate to bool``); the
-``get`` permission on the ``paramKind`` upstream's strategy asks of the writer. A write that
+``variables`` (dyn); an expression's result type where it is ``dyn`` here (a field of ``object``,
+a function this checker does not know): only a known other type is refused (``must evaluate
+to bool but got int``); the ``get`` permission on the ``paramKind`` upstream's strategy asks of the writer. A write that
 leaves the spec as stored, defaults aside (through ``/status``, of the metadata, an apply that
 sends a rule again without its defaulted ``scope``), is validated as upstream's
 status strategy validates a status (each expression warning's ``warning`` and ``fieldRef``
@@ -57,6 +58,7 @@ from .policyspec import (
     param_kind_causes,
     param_ref_causes,
     policy_name_causes,
+    result_problem,
     variable_causes,
 )
 from .types import BUILTIN
@@ -144,13 +146,14 @@ def _validation_causes(validation: Obj, path: str, declared: frozenset[str]) -> 
     any, that compiles without ``authorizer``; a message neither blank nor of several lines; a
     known reason."""
     causes = expression_causes(validation.get("expression"), f"{path}.expression", declared,
-                               "expression is not specified")
+                               "expression is not specified", returns=("bool",))
     message_expression = validation.get("messageExpression")
     if isinstance(message_expression, str) and message_expression:
         if not message_expression.strip():
             causes.append(invalid(f"{path}.messageExpression", message_expression, "must be non-empty if specified"))
         else:
-            causes += expression_causes(message_expression, f"{path}.messageExpression", declared - {"authorizer"})
+            causes += expression_causes(message_expression, f"{path}.messageExpression", declared - {"authorizer"},
+                                        returns=("string",))
     message = validation.get("message")
     if isinstance(message, str) and message:
         if not message.strip():
@@ -180,7 +183,7 @@ def _audit_annotation_causes(annotation: Obj, path: str, name: str, declared: fr
     elif len(trimmed.encode()) > _MAX_VALUE_EXPRESSION:
         causes.append(required(f"{path}.valueExpression", f"must not exceed {_MAX_VALUE_EXPRESSION} bytes in length"))
     else:
-        why = compiled(trimmed, declared)
+        why = compiled(trimmed, declared) or result_problem(trimmed, declared, ("string", "null_type"))
         if why is not None:
             causes.append(invalid(f"{path}.valueExpression", text, why))
     return causes

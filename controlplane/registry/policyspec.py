@@ -29,7 +29,7 @@ from .dnsnames import DNS1123_SUBDOMAIN, SUBDOMAIN_MESSAGE, dns1035_problems, pa
 
 __all__ = ["BASE_NAMES", "FAILURE_POLICIES", "compiled", "condition_causes", "default_match_resources",
            "expression_causes", "failure_policy_causes", "go_strings", "match_resources_causes",
-           "param_kind_causes", "param_ref_causes", "policy_name_causes", "variable_causes"]
+           "param_kind_causes", "param_ref_causes", "policy_name_causes", "result_problem", "variable_causes"]
 
 Obj = dict[str, Any]
 FAILURE_POLICIES = ("Fail", "Ignore")  # supportedFailurePolicies.List(), sorted
@@ -209,11 +209,28 @@ def _resources_causes(resources: list[Any], path: str) -> Causes:
     return causes
 
 
-def expression_causes(text: Any, path: str, declared: frozenset[str], missing: str = "") -> Causes:
-    """An expression required (``missing`` the detail) that compiles with ``declared``."""
+def result_problem(expression: str, declared: frozenset[str], returns: tuple[str, ...]) -> str | None:
+    """Upstream's check of a compiled expression's output type against what its place
+    ``returns`` (``must evaluate to bool but got int``), where the type is known here: a
+    ``dyn`` result (a field of ``object``, a function this checker does not know) passes."""
+    from .celcheck import DYN, formatted, result_type
+
+    got = result_type(expression, dict.fromkeys(declared, DYN))
+    if got.kind == "dyn" or formatted(got) in returns:
+        return None
+    wanted = returns[0] if len(returns) == 1 else "one of [" + " ".join(returns) + "]"
+    return f"must evaluate to {wanted} but got {formatted(got)}"
+
+
+def expression_causes(text: Any, path: str, declared: frozenset[str], missing: str = "",
+                      returns: tuple[str, ...] = ()) -> Causes:
+    """An expression required (``missing`` the detail) that compiles with ``declared`` and, if
+    ``returns`` names them, evaluates to one of those types."""
     if not isinstance(text, str) or not text.strip():
         return [required(path, missing)]
     why = compiled(text, declared)
+    if why is None and returns:
+        why = result_problem(text, declared, returns)
     return [invalid(path, text, why)] if why is not None else []
 
 
@@ -231,7 +248,7 @@ def condition_causes(conditions: Any, path: str, declared: frozenset[str]) -> Ca
         causes.append(too_many(path, len(conditions), _MAX_CONDITIONS))
     names: set[str] = set()
     for at, condition in objects(conditions, path, causes):
-        causes += expression_causes(condition.get("expression"), f"{at}.expression", declared)
+        causes += expression_causes(condition.get("expression"), f"{at}.expression", declared, returns=("bool",))
         name = condition.get("name")
         if not name:
             causes.append(required(f"{at}.name"))

@@ -296,3 +296,23 @@ async def test_a_policy_stored_before_the_defaults_is_enforced_as_before(tmp_pat
         got = await c.patch(f"{POLICIES}/legacy", {"metadata": {"labels": {"touched": "yes"}}})
         assert got["spec"]["failurePolicy"] == "Fail" and got["spec"]["matchConstraints"]["matchPolicy"] == "Equivalent"
         assert got["metadata"]["generation"] == 1  # only defaults differ: the same generation
+
+
+async def test_an_expression_of_a_known_other_type_is_refused(http: httpx.AsyncClient) -> None:
+    """Upstream's compile checks the output type: a validation and a match condition make a
+    bool, a message expression a string, an audit annotation a string or null; what is dyn here
+    (a field of ``object``) passes."""
+    got = await refused(http, POLICIES, policy(
+        "typed", validations=[{"expression": "size(object.metadata.name)", "messageExpression": "1 + 1"},
+                              {"expression": "object.spec.paused == true", "messageExpression": "object.x"}],
+        matchConditions=[{"name": "m", "expression": "'yes'"}],
+        auditAnnotations=[{"key": "k", "valueExpression": "[1]"}]))
+    assert got == [
+        ("FieldValueInvalid", "spec.matchConditions[0].expression",
+         "Invalid value: \"'yes'\": must evaluate to bool but got string"),
+        ("FieldValueInvalid", "spec.validations[0].expression",
+         'Invalid value: "size(object.metadata.name)": must evaluate to bool but got int'),
+        ("FieldValueInvalid", "spec.validations[0].messageExpression",
+         'Invalid value: "1 + 1": must evaluate to string but got int'),
+        ("FieldValueInvalid", "spec.auditAnnotations[0].valueExpression",
+         'Invalid value: "[1]": must evaluate to one of [string null_type] but got list(int)')]
