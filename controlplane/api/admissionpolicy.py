@@ -5,7 +5,8 @@ CONNECT (exec, attach, portforward, proxy: ``object`` is its options, a ``PodExe
 and ``request.kind`` their kind) is checked against every ValidatingAdmissionPolicyBinding whose policy exists and whose
 matches take it in: the policy's ``matchConstraints`` and the binding's
 ``matchResources`` (``resourceRules`` by group, version, resource, subresource and
-operation, minus ``excludeResourceRules``; ``namespaceSelector``; ``objectSelector``).
+operation, then ``scope`` and ``resourceNames``, minus ``excludeResourceRules``;
+``namespaceSelector``; ``objectSelector``).
 The policy's ``matchConditions`` must all be true, then each of its ``validations`` is
 evaluated with ``object`` (null for a delete), ``oldObject`` (null for a create),
 ``request``, ``namespaceObject`` and ``variables`` (the policy's ``variables``, each evaluated once per request). A
@@ -55,7 +56,12 @@ VALIDATION_FAILURE_ANNOTATION = "validation.policy.admission.k8s.io/validation_f
 _REASONS = {"Invalid": 422, "Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413}
 
 
-def _rule_matches(rule: Obj, group: str, version: str, resource: str, subresource: str, operation: str) -> bool:
+def _rule_matches(rule: Obj, group: str, version: str, resource: str, subresource: str, operation: str,
+                  namespace: str | None = None, name: str = "") -> bool:
+    """Upstream's ``rules.Matcher`` (operation, group, version, resource and subresource, then the
+    ``scope``: ``Namespaced`` takes a request in a namespace, but for a Namespace, ``Cluster``
+    one outside any, or a Namespace; ``*`` and a policy stored without one, both) and its
+    ``resourceNames`` (none: every name)."""
     def listed(values: Any, value: str) -> bool:
         return isinstance(values, list) and ("*" in values or value in values)
 
@@ -64,9 +70,17 @@ def _rule_matches(rule: Obj, group: str, version: str, resource: str, subresourc
         return False
     full = f"{resource}/{subresource}" if subresource else resource
     resources = rule.get("resources") or []
-    return "*/*" in resources or full in resources or (not subresource and "*" in resources) \
-        or (bool(subresource) and f"{resource}/*" in resources) or (bool(subresource) and f"*/{subresource}" in
-                                                                    resources)
+    if not ("*/*" in resources or full in resources or (not subresource and "*" in resources)
+            or (bool(subresource) and f"{resource}/*" in resources)
+            or (bool(subresource) and f"*/{subresource}" in resources)):
+        return False
+    scope = rule.get("scope")
+    if scope in ("Namespaced", "Cluster"):
+        is_namespace = not group and resource == "namespaces"
+        if (scope == "Namespaced") == (is_namespace or not namespace):
+            return False
+    names = rule.get("resourceNames")
+    return not names or name in names
 
 
 def object_selected(selector: Any, *objects: Obj | None) -> bool:
@@ -138,10 +152,10 @@ class AdmissionPolicies:
                     or (bspec.get("matchResources") or {}).get("namespaceSelector")):
                 namespace_object = await self._namespace(namespace)
             if not self._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, obj, old,
-                                 subresource, namespace_object) \
+                                 subresource, namespace_object, name) \
                     or (bspec.get("matchResources") and not self._matches(
                         bspec["matchResources"], rtype, namespace, operation, obj, old, subresource,
-                        namespace_object)):
+                        namespace_object, name)):
                 continue
             if context is None:
                 if namespace and namespace_object is None:
@@ -159,8 +173,8 @@ class AdmissionPolicies:
 
     @staticmethod
     def _matches(constraints: Obj, rtype: ResourceType, namespace: str | None, operation: str, obj: Obj | None,
-                 old: Obj | None, subresource: str | None, namespace_object: Obj | None) -> bool:
-        args = (rtype.group, rtype.version, rtype.plural, subresource or "", operation)
+                 old: Obj | None, subresource: str | None, namespace_object: Obj | None, name: str = "") -> bool:
+        args = (rtype.group, rtype.version, rtype.plural, subresource or "", operation, namespace, name)
         rules = constraints.get("resourceRules")
         if rules is not None and not any(_rule_matches(r, *args) for r in rules if isinstance(r, dict)):
             return False

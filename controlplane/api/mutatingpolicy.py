@@ -140,10 +140,10 @@ class MutatingPolicies:
                 namespace_object, namespace_read = await self._namespace(namespace), True
             # matched on the object as it came (upstream matches before it invokes any policy)
             if not AdmissionPolicies._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, obj,
-                                              old, subresource, namespace_object) \
+                                              old, subresource, namespace_object, name) \
                     or (bspec.get("matchResources") and not AdmissionPolicies._matches(
                         bspec["matchResources"], rtype, namespace, operation, obj, old, subresource,
-                        namespace_object)):
+                        namespace_object, name)):
                 continue
             if kept is None:
                 work, kept = _shown(obj, operation, generated_name)

@@ -233,3 +233,22 @@ async def test_undeclared_references_are_refused_in_a_webhooks_match_conditions(
     assert "undeclared reference to 'namespaceObject' (in container '')" in e.value.message
     config["webhooks"][0]["matchConditions"][0]["expression"] = "object.metadata.name != 'kube-system'"
     await client.create(hooks, config)
+
+
+async def test_rules_match_by_scope_and_resource_names(client: Client) -> None:
+    """Upstream's rule matcher: a ``Cluster`` rule takes no namespaced request (a ``Namespaced``
+    one does), and ``resourceNames`` narrow a rule to those names."""
+    def rule(scope: str, **more: Any) -> dict[str, Any]:
+        return {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"],
+                "scope": scope, **more}
+
+    for name, rules in (("cluster-only", [rule("Cluster")]),
+                        ("named", [rule("Namespaced", resourceNames=["locked"])])):
+        await client.create(POLICIES, {"metadata": {"name": name}, "spec": {
+            "matchConstraints": {"resourceRules": rules},
+            "validations": [{"expression": "false", "message": f"refused by {name}"}]}})
+        await bind(client, name, name, ["Deny"])
+    await client.create(CMS, {"metadata": {"name": "free"}})  # neither: not cluster-scoped, not named
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "locked"}})
+    assert e.value.message.endswith("denied request: refused by named")
