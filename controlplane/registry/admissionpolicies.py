@@ -54,6 +54,7 @@ from .policyspec import (
     default_match_resources,
     expression_causes,
     failure_policy_causes,
+    go_strings,
     match_resources_causes,
     param_kind_causes,
     param_ref_causes,
@@ -224,8 +225,6 @@ def prepare_validating_admission_policy_binding(binding: Obj, old: Obj | None) -
 def _actions_causes(actions: Any, path: str) -> Causes:
     """Upstream's ``validateValidationActions``: at least one, each known and once, not both
     Deny and Warn."""
-    from .policyspec import go_strings
-
     listed = actions if isinstance(actions, list) else []
     causes: Causes = []
     seen: set[str] = set()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .causes import Causes, duplicate, forbidden, invalid, not_supported, objects, required
+from .causes import Causes, duplicate, forbidden, invalid, not_supported, objects, required, show, too_many
 from .dnsnames import DNS1123_SUBDOMAIN, SUBDOMAIN_MESSAGE, dns1035_problems, path_segment_problems
 
 __all__ = ["BASE_NAMES", "FAILURE_POLICIES", "compiled", "condition_causes", "default_match_resources",
@@ -63,8 +63,6 @@ def compiled(expression: str, declared: frozenset[str]) -> str | None:
 
 def go_strings(type_name: str, values: Any) -> str:
     """A Go string slice as ``field.Invalid`` prints it (``%#v``): ``[]string{"a", "b"}``."""
-    from .causes import show
-
     return type_name + "{" + ", ".join(show(str(v)) for v in (values if isinstance(values, list) else [])) + "}"
 
 
@@ -243,8 +241,6 @@ def condition_causes(conditions: Any, path: str, declared: frozenset[str]) -> Ca
     if not isinstance(conditions, list):
         return causes
     if len(conditions) > _MAX_CONDITIONS:
-        from .causes import too_many
-
         causes.append(too_many(path, len(conditions), _MAX_CONDITIONS))
     names: set[str] = set()
     for at, condition in objects(conditions, path, causes):
