@@ -409,3 +409,51 @@ def test_preemption_picks_the_node_with_the_least_important_victims_and_reprieve
     failed["a"] = failed["a"].__class__(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "taint", plugin="TaintToleration")
     chosen = select_victims(profile, st, vip, nodes, failed)
     assert chosen is not None and chosen[0].name == "b" and len(chosen[1]) == 1
+
+
+# --------------------------------------------------------------------------- VolumeBinding
+
+class _VolumeListers(FakeHandle):
+    def __init__(self, nodes: list[dict[str, Any]]) -> None:
+        super().__init__(nodes)
+        self.listed: dict[str, dict[str, Any]] = {"persistentvolumeclaims": {}, "persistentvolumes": {},
+                                                  "storageclasses": {}}
+
+    def lister(self, resource: str) -> dict[str, Any]:
+        return self.listed.get(resource, {})
+
+
+def test_volume_binding_holds_a_pod_whose_bound_claim_names_a_volume_not_seen_yet() -> None:
+    """The claim's Bound event reached the scheduler before its volume's (two informers): the
+    pod is not placed blind to the volume's node affinity, every node fails as upstream's
+    checkBoundClaims says, and the volume's arrival (an event the plugin registers) lets it go
+    where the volume is."""
+    from controlplane.scheduler.framework import ActionType
+    from controlplane.scheduler.plugins.volumebinding import NODE_CONFLICT, PV_NOT_EXIST, VolumeBinding
+
+    h = _VolumeListers([node("a"), node("b")])
+    plugin = VolumeBinding(h)
+    h.listed["persistentvolumeclaims"]["default/data"] = {
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"volumeName": "local-disk", "storageClassName": ""}, "status": {"phase": "Bound"}}
+    p = PodInfo(pod("p", volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]))
+    state = CycleState()
+    assert plugin.pre_filter(state, p) is None
+    for name in ("a", "b"):
+        s = plugin.filter(state, p, h.nodes()[name])
+        assert s is not None and s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE and s.message == PV_NOT_EXIST
+    assert any(e.resource == "persistentvolumes" and e.actions & ActionType.ADD for e in plugin.events_to_register())
+
+    h.listed["persistentvolumes"]["local-disk"] = {"metadata": {"name": "local-disk"}, "spec": {"nodeAffinity": {
+        "required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["b"]}]}]}}}}
+    state = CycleState()
+    assert plugin.pre_filter(state, p) is None
+    s = plugin.filter(state, p, h.nodes()["a"])
+    assert s is not None and s.message == NODE_CONFLICT
+    assert plugin.filter(state, p, h.nodes()["b"]) is None
+    # a bound volume without node affinity: nothing to filter
+    h.listed["persistentvolumes"]["local-disk"]["spec"] = {}
+    state = CycleState()
+    s = plugin.pre_filter(state, p)
+    assert s is not None and s.code == Code.SKIP

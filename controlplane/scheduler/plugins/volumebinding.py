@@ -12,7 +12,11 @@ PreFilter looks at the pod's PersistentVolumeClaims (``spec.volumes[].persistent
   controller provisions its volume for the node the pod lands on.
 
 Filter: the volume of a bound claim may pin nodes (``spec.nodeAffinity.required``): a
-node outside it gets ``node(s) had volume node affinity conflict``.
+node outside it gets ``node(s) had volume node affinity conflict``. A bound claim whose
+volume this scheduler has not seen yet (its informer behind the claims') fails every node
+with ``node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)``, as
+upstream's ``checkBoundClaims``: the volume's event requeues the pod, which is never placed
+without its volume's node affinity.
 
 A pod without claims is skipped at PreFilter (one pass over its volumes).
 """
@@ -31,7 +35,9 @@ __all__ = ["NAME", "VolumeBinding"]
 NAME = "VolumeBinding"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
+PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 _TERMS = NAME + "/terms"
+_MISSING = NAME + "/missing"
 
 
 def claim_names(pod: Mapping[str, Any]) -> list[str]:
@@ -70,6 +76,7 @@ class VolumeBinding:
         claims, volumes = self.handle.lister("persistentvolumeclaims"), self.handle.lister("persistentvolumes")
         classes = self.handle.lister("storageclasses")
         terms: list[list[dict[str, Any]]] = []
+        missing = False  # a bound claim's volume not in the informer yet
         for name in names:
             claim = claims.get(f"{pod.namespace}/{name}")
             if claim is None:
@@ -86,16 +93,22 @@ class VolumeBinding:
                     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, UNBOUND_IMMEDIATE, plugin=NAME)
                 continue
             volume = volumes.get(str(bound))
-            required = (((volume or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+            if volume is None:
+                missing = True
+                continue
+            required = ((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
             if required.get("nodeSelectorTerms"):
                 terms.append(required["nodeSelectorTerms"])
-        if not terms:
+        if not terms and not missing:
             state.skip_filter.add(NAME)
             return Status(Code.SKIP)
         state.write(_TERMS, terms)
+        state.write(_MISSING, missing)
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if state.read(_MISSING):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, PV_NOT_EXIST, plugin=NAME)
         for terms in state.read(_TERMS):
             if not match_node_selector_terms(terms, node.labels, node.name):
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NODE_CONFLICT, plugin=NAME)
