@@ -25,10 +25,18 @@ A pod change (IP, readiness, labels, deletion) requeues the Services of its
 namespace whose selector matches it before or after; pods are indexed only for
 namespaces that have such Services. A deleted Service's slices and Endpoints are
 deleted with it.
+
+A sync compares against the slices the informer holds, so one that ran before the
+informer showed this controller's last slice writes would create a second slice of the
+same endpoints (or touch one it deleted): as upstream's ``EndpointSliceTracker``, the
+versions written are remembered per Service and a sync waits until the informer holds
+them (their events bring the Service back; after ``EXPECTATIONS_TIMEOUT`` a write the
+informer never showed, lost to a relist, is forgotten).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +46,7 @@ from controlplane.identities import service_account_user
 from controlplane.registry.corevalidation import ENDPOINTS_CONTROLLER, ENDPOINTS_MANAGED_BY
 from controlplane.scheduler.plugins.selectors import match_label_selector
 
-from .ownership import key_of, meta_of
+from .ownership import EXPECTATIONS_TIMEOUT, key_of, meta_of
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -54,6 +62,13 @@ HEADLESS = "service.kubernetes.io/headless"
 ZONE = "topology.kubernetes.io/zone"
 
 Obj = dict[str, Any]
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    try:
+        return int(meta_of(obj).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -110,7 +125,9 @@ class EndpointsController:
                                         on_delete=self._service_deleted)
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_added, on_update=self._pod_updated,
                                     on_delete=self._pod_deleted)
-        self.slices = client.informer(SLICES, on_delete=self._slice_deleted)
+        self.slices = client.informer(SLICES, on_add=self._slice_seen,
+                                      on_update=lambda _old, new: self._slice_seen(new),
+                                      on_delete=self._slice_deleted)
         self.nodes = client.informer("/api/v1/nodes")  # (the endpoints' zones)
         # the Endpoints as they are (upstream's endpointsLister): a sync compares against them, and
         # one deleted by someone else is written again
@@ -121,6 +138,10 @@ class EndpointsController:
         # sync walks its own pods, not its namespace's (a node outage marking 6,000 pods not
         # ready walked 6,000 pods a sync: most of the outage's CPU)
         self._selected: dict[str, set[str]] = {}
+        # service key -> (when, {slice name: the resourceVersion this controller wrote, None for a
+        # delete}): its writes the slice informer may not show yet (upstream's EndpointSliceTracker)
+        self._written: dict[str, tuple[float, dict[str, int | None]]] = {}
+        self._stale: set[str] = set()  # services whose sync waits for the informer to show those
 
     # -- events
     def _service_changed(self, svc: Obj) -> None:
@@ -144,6 +165,15 @@ class EndpointsController:
                 del self._by_namespace[namespace]
                 self._pods_in.pop(namespace, None)
         self.queue.add("deleted:" + key_of(svc))
+        self._written.pop(key_of(svc), None)
+        self._stale.discard(key_of(svc))
+
+    def _slice_seen(self, es: Obj) -> None:
+        service = (meta_of(es).get("labels") or {}).get(SERVICE_NAME)
+        if service:
+            key = f"{meta_of(es).get('namespace', '')}/{service}"
+            if key in self._stale:
+                self.queue.add(key)
 
     def _slice_deleted(self, es: Obj) -> None:
         service = (meta_of(es).get("labels") or {}).get(SERVICE_NAME)
@@ -236,9 +266,37 @@ class EndpointsController:
         groups = self._endpoints(svc)
         publish = bool(spec.get("publishNotReadyAddresses"))
         if self.writes_slices:
+            if self._unseen_writes(key):
+                return  # the slices' events bring it back
             await self._write_slices(svc, groups, publish)
         if self.writes_endpoints:
             await self._write_endpoints(svc, groups, publish)
+
+    def _unseen_writes(self, key: str) -> bool:
+        """Whether the slice informer does not show this controller's last writes for the
+        Service ``key`` yet; if so the Service is marked to be queued by the slices' events."""
+        self._stale.discard(key)
+        entry = self._written.get(key)
+        if entry is None:
+            return False
+        when, written = entry
+        held = self.slices.items
+        for name, version in list(written.items()):
+            es = held.get(f"{key.partition('/')[0]}/{name}")
+            if (es is None) if version is None else (es is not None and _version(es) >= version):
+                del written[name]
+        if not written or time.monotonic() - when > EXPECTATIONS_TIMEOUT:
+            del self._written[key]
+            return False
+        self._stale.add(key)
+        return True
+
+    def _wrote(self, key: str, name: str, version: int | None) -> None:
+        entry = self._written.get(key)
+        if entry is None:
+            self._written[key] = (time.monotonic(), {name: version})
+        else:
+            entry[1][name] = version
 
     async def _write_slices(self, svc: Obj, groups: Mapping[tuple[tuple[str, int, str], ...], list[Obj]],
                             publish: bool) -> None:
@@ -272,19 +330,21 @@ class EndpointsController:
                 have = mine[i]
                 if all(have.get(k) == v for k, v in body.items()) and (meta_of(have).get("labels") or {}) == labels:
                     continue
-                await self.client.update(f"{path}/{meta_of(have)['name']}", {
+                written = await self.client.update(f"{path}/{meta_of(have)['name']}", {
                     "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                     "metadata": {**meta_of(have), "labels": labels}, **body})
             else:
-                await self.client.create(path, {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-                                                "metadata": {"generateName": f"{name}-", "labels": labels,
-                                                             "ownerReferences": [owner]}, **body})
+                written = await self.client.create(path, {
+                    "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"generateName": f"{name}-", "labels": labels, "ownerReferences": [owner]}, **body})
+            self._wrote(key_of(svc), str(meta_of(written).get("name", "")), _version(written))
         for extra in mine[len(wanted):]:
             try:
                 await self.client.delete(f"{path}/{meta_of(extra)['name']}")
             except ApiError as e:
                 if e.code != 404:
                     raise
+            self._wrote(key_of(svc), str(meta_of(extra).get("name", "")), None)
 
     async def _forget(self, key: str) -> None:
         """A deleted Service: its slices (owned by it) and its Endpoints go too."""

@@ -3,10 +3,14 @@ scheduler and four simulated nodes (which give pods their IPs and readiness)."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
+from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
-from controlplane.controllers.endpoints import MANAGED_BY, MAX_ENDPOINTS_PER_SLICE, SERVICE_NAME
+from controlplane.config import Config
+from controlplane.controllers.endpoints import MANAGED_BY, MAX_ENDPOINTS_PER_SLICE, SERVICE_NAME, EndpointsController
 from tests.controllers.helpers import until
 
 SERVICES = "/api/v1/namespaces/default/services"
@@ -95,6 +99,45 @@ async def test_a_selectorless_service_is_left_alone_and_an_empty_one_keeps_one_s
     assert (await slices_of(client, "nobody"))[0]["endpoints"] is None or \
         (await slices_of(client, "nobody"))[0]["endpoints"] == []
     assert await slices_of(client, "manual") == []
+
+
+async def test_a_sync_before_the_informer_shows_its_last_slice_writes_makes_no_second_slice(tmp_path: Path) -> None:
+    """Two syncs of a Service in a row, the second before the slice informer shows the slice the
+    first created (a loaded machine: the pod events that requeue it come faster than the slice's
+    watch event): the second waits for it, as upstream's EndpointSliceTracker makes a sync of
+    stale slices wait, instead of creating a second slice of the same endpoints; the slice's
+    arrival brings the Service back."""
+    config = Config(data_dir=tmp_path / "data", tls=False, nodes=0,
+                    controllers=("*", "-endpointslice-controller", "-endpoints-controller"))
+    app = create_app(config)
+    async with app.router.lifespan_context(app):
+        client = Client.in_process(app.state.front)
+        ctl = EndpointsController(client)
+        ctl.writes_endpoints = False
+        running = [asyncio.create_task(i.run()) for i in (ctl.services, ctl.pods, ctl.nodes, ctl.endpoints)]
+        try:
+            for i in (ctl.services, ctl.pods, ctl.nodes, ctl.endpoints):
+                await i.synced.wait()
+            await client.create(SERVICES, {"metadata": {"name": "web"}, "spec": {
+                "selector": {"app": "web"}, "ports": [{"port": 80}]}})
+            await until(lambda: _holds(ctl, "default/web"))
+            await ctl.sync("default/web")  # the slice informer is not running yet: it shows nothing
+            await ctl.sync("default/web")
+            made = await slices_of(client, "web")
+            assert len(made) == 1
+            running.append(asyncio.create_task(ctl.slices.run()))
+            await ctl.slices.synced.wait()
+            assert not ctl.queue.empty()  # the slice's add requeued the waiting Service
+            await ctl.sync("default/web")  # (seen now: nothing to write)
+            assert await slices_of(client, "web") == made
+        finally:
+            for t in running:
+                t.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+
+async def _holds(ctl: EndpointsController, key: str) -> bool:
+    return key in ctl.services.items
 
 
 async def test_more_pods_than_a_slice_holds_spread_over_slices(client: Client) -> None:
