@@ -15,6 +15,10 @@ PodGroups, then runs three loops:
   (nodes, resources), NodeClaim hash stamps and ``Drifted`` conditions, the
   nodes-by-state gauge.
 
+A pass that fails (an API error, a client timeout under load) is logged and its loop
+goes on, as Karpenter's controllers requeue: one failed write never stops the
+autoscaler (its component task would end, and nothing would start it again).
+
 The ``Launcher`` plays the cloud provider and the NodeClaim lifecycle.
 """
 
@@ -379,6 +383,8 @@ class Autoscaler:
                 await self.provision()
             except ApiError as e:
                 log.warning("provisioning: %s", e)
+            except Exception:  # (a client timeout under load): the pods still pending bring it back
+                log.exception("provisioning failed; again on the next batch")
 
     async def provision(self) -> Plan | None:
         """One provisioning pass over the pods pending now and those of the nodes being disrupted."""
@@ -539,6 +545,8 @@ class Autoscaler:
                 await self.disrupt()
             except ApiError as e:
                 log.warning("disruption: %s", e)
+            except Exception:
+                log.exception("disruption failed; again in %.1f s", self.disruption_interval)
             if self.state.provisionable and time.monotonic() - last_retrigger > self.batch_max:
                 last_retrigger = time.monotonic()
                 self._trigger.set()  # pods still pending: capacity or limits may have changed
@@ -664,6 +672,8 @@ class Autoscaler:
                 await self.sync_status()
             except ApiError as e:
                 log.warning("status: %s", e)
+            except Exception:
+                log.exception("status failed; again in %.1f s", self.status_interval)
             await asyncio.sleep(self.status_interval)
 
     async def sync_status(self) -> None:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 
@@ -920,6 +921,33 @@ async def test_a_launch_that_fails_is_tried_again(client: Client, monkeypatch: p
         await pending_pods(client, [pod("p", "1")])
         await wait_for(lambda: _first_claim(client, "Initialized"), timeout=10)
         assert len(failed) == 1
+
+
+async def test_a_pass_that_fails_with_a_client_timeout_stops_nothing(client: Client,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A status write that times out (the client's timeout on a loaded machine, not an ApiError)
+    fails that pass only: the loops go on, the NodePool's status is written on the next pass
+    and a pod that comes later still gets its node."""
+    real_patch = client.patch
+    failed: list[str] = []
+
+    async def slow_patch(path: str, body: Any, **kw: Any) -> dict[str, Any]:
+        if path == f"{POOLS}/cpu/status" and not failed:
+            failed.append(path)
+            raise httpx.ReadTimeout("timed out")
+        return await real_patch(path, body, **kw)
+
+    monkeypatch.setattr(client, "patch", slow_patch)
+    async with _started(_autoscaler(client), _kubelets(client)):
+        await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+
+        async def counted() -> bool:
+            return "nodes" in ((await client.get(f"{POOLS}/cpu")).get("status") or {})
+
+        await wait_for(counted, timeout=10)
+        assert failed
+        await pending_pods(client, [pod("p", "1")])
+        await wait_for(lambda: _running(client, 1), timeout=15)
 
 
 async def test_a_new_node_holds_the_daemonsets_pods_too(client: Client, scaler: Autoscaler) -> None:
