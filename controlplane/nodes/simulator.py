@@ -1451,11 +1451,12 @@ class NodeSimulator:
             STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
             log.warning("pod %s, stage %s: %s", key, stage.name, e)
             return
-        except ApiError as e:
+        except (ApiError, httpx.TransportError, OSError) as e:
             STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
-            if e.code == 404:
+            if isinstance(e, ApiError) and e.code == 404:
                 return
-            # the informer will deliver the pod again (or already has): try the stage afresh then
+            # (a 500, or a server too busy to answer in time) the informer may deliver the pod
+            # again, or not: the stage is tried afresh in a second either way
             st.gen += 1
             self.wheel.schedule(time.monotonic() + 1.0, ("pod", key, st.gen))
             st.stage = stage.name

@@ -9,6 +9,7 @@ import random
 import time
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -49,6 +50,35 @@ async def test_bound_pod_runs_with_kubelet_status(client: Client) -> None:
         await eventually(lambda: _is(client, "web", "Running"))
         assert await phase(client, "elsewhere") == "Pending"
         assert await phase(client, "unbound") == "Pending"
+
+
+async def test_a_stage_whose_status_write_times_out_is_tried_again(client: Client,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubelet's status write of a stage times out (the client's timeout on a loaded server, not
+    an ApiError): the stage is run again, not lost with the pod left Pending for good."""
+    from controlplane.nodes.simulator import NodeSimulator
+
+    failed: list[str] = []
+    real_kubelet = NodeSimulator._kubelet
+
+    class SlowKubelet:
+        def __init__(self, inner: Client) -> None:
+            self.inner = inner
+
+        async def patch(self, path: str, body: Any, **kw: Any) -> dict[str, Any]:
+            if path.endswith("/pods/web/status") and not failed:
+                failed.append(path)
+                raise httpx.ReadTimeout("timed out")
+            return await self.inner.patch(path, body, **kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(NodeSimulator, "_kubelet", lambda sim, node: SlowKubelet(real_kubelet(sim, node)))
+    async with simulating(client, fast()):
+        await client.create(PODS, pod("web", "sim-node-0"))
+        await eventually(lambda: _is(client, "web", "Running"))
+        assert failed
 
 
 async def test_sidecars_run_beside_the_containers_and_stop_when_they_complete(client: Client) -> None:
