@@ -11,7 +11,8 @@ bound it cannot read (one stored before budgets were validated: ``minAvailable:
 upstream's ``failSafe`` writes it. An eviction
 records its pod in ``disruptedPods``. Such a pod stops counting as healthy, and
 leaves that map once it is being deleted or gone, or after two minutes (upstream's
-DeletionTimeout), whichever comes first.
+DeletionTimeout), whichever comes first: the budget is handled again when that time
+comes, as upstream requeues it for a recheck, since no event says so.
 
 The pods each budget covers are kept from pod events, so a sync costs the budget's
 pods, not the cluster's. All pods are walked only when a budget appears or its
@@ -118,13 +119,19 @@ class DisruptionController:
         by_name = {meta_of(p).get("name", ""): p for p in covered.values()}
         now = datetime.datetime.now(datetime.UTC)
         disrupted: dict[str, str] = {}
+        recheck: float | None = None  # seconds until the first recorded eviction that holds expires
         for name, when in (status.get("disruptedPods") or {}).items():
             pod = by_name.get(name)
             at = _parse(when)
-            if pod is None or meta_of(pod).get("deletionTimestamp") or at is None \
-                    or (now - at).total_seconds() > DELETION_TIMEOUT:
+            left = DELETION_TIMEOUT - (now - at).total_seconds() if at is not None else 0.0
+            if pod is None or meta_of(pod).get("deletionTimestamp") or at is None or left < 0:
                 continue  # its deletion is seen, or it never came: the eviction no longer holds
             disrupted[name] = when
+            recheck = left if recheck is None else min(recheck, left)
+        if recheck is not None:
+            # an eviction whose deletion never comes stops holding then, with no event to say so:
+            # the budget is handled again at that time (upstream's enqueuePdbForRecheck)
+            self.queue.add_after(key, recheck + 0.1)
         counted = [p for p in covered.values() if meta_of(p).get("name") not in disrupted]
         try:
             numbers = budget(pdb, counted)

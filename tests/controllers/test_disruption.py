@@ -4,6 +4,7 @@ simulated nodes."""
 
 from __future__ import annotations
 
+import datetime
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -84,6 +85,34 @@ async def test_a_budget_stored_before_validation_fails_safe() -> None:
     bad["status"] = {**bad["status"], **body["status"]}
     await controller.sync("default/old")
     assert len(recorder.patches) == 1  # nothing new to say
+
+
+async def test_an_eviction_whose_deletion_never_comes_stops_holding_in_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recorded eviction whose pod is never deleted holds for DeletionTimeout, then no longer:
+    nothing else happens to the budget then, so the controller brings it back itself at that
+    time (upstream's enqueuePdbForRecheck), and the disruption it held is allowed again."""
+    from controlplane.controllers import disruption
+
+    monkeypatch.setattr(disruption, "DELETION_TIMEOUT", 1.0)
+    recorder = _Recorder()
+    controller = DisruptionController(cast(Client, recorder))
+    evicted = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    controller.budgets.items["default/b"] = {
+        **pdb("b", "x", minAvailable=1), "metadata": {"name": "b", "namespace": "default", "resourceVersion": "7"},
+        "status": {"disruptedPods": {"p1": evicted}}}
+    controller._covered["default/b"] = {"default/p1": ready_pod("p1"), "default/p2": ready_pod("p2")}
+    await controller.sync("default/b")
+    assert recorder.patches[-1]["status"]["disruptionsAllowed"] == 0  # p1 counts as disrupted
+    assert controller.queue.empty()
+    await until(lambda: _queued(controller), timeout=5)
+    assert await controller.queue.get() == "default/b"
+    await controller.sync("default/b")
+    status = recorder.patches[-1]["status"]
+    assert status["disruptionsAllowed"] == 1 and status["disruptedPods"] == {"p1": None}
+
+
+async def _queued(controller: DisruptionController) -> bool:
+    return not controller.queue.empty()
 
 
 async def status_of(c: Client, name: str) -> dict[str, Any]:
