@@ -48,9 +48,12 @@ async def test_leases_renew_every_interval_and_nodes_carry_their_shape(client: C
             seen.append(_time((await client.get(f"{LEASES}/sim-node-0"))["spec"]["renewTime"]))
             await asyncio.sleep(0.2)
         distinct = sorted(set(seen))
-        # after the create, the first renewal falls at the node's place in the interval; then every interval
+        # after the create, the first renewal falls at the node's place in the interval; then every
+        # interval, on a fixed schedule: one written late on a loaded machine makes its step longer
+        # and the next one shorter (0.28 s then), so the rate is checked on average, and no step is
+        # short enough to be two renewals in one interval
         steps = [b - a for a, b in itertools.pairwise(distinct[1:])]
-        assert len(steps) >= 2 and all(0.3 < s < 0.6 for s in steps), steps
+        assert len(steps) >= 2 and 0.3 < sum(steps) / len(steps) < 0.6 and all(s > 0.15 for s in steps), steps
         labels = node["metadata"]["labels"]
         assert labels["kubernetes.io/hostname"] == "sim-node-0"
         assert labels["topology.kubernetes.io/zone"] == "zone-a"
