@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.test_cli import Serve
@@ -20,6 +25,39 @@ def kubectl(served: Serve, *args: str, stdin: str | None = None) -> str:
     r = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, input=stdin, timeout=60)
     assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
     return r.stdout
+
+
+@contextlib.contextmanager
+def watching(served: Serve, *args: str) -> Iterator[queue.Queue[str]]:
+    """``kubectl get ARGS --watch``, its lines as they come; entered once its watch is open (its
+    ``-v=6`` log shows the watch request answered), so that no change after that is missed."""
+    assert KUBECTL
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    log = served.state / f"watch-{time.monotonic_ns()}.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen([KUBECTL, "get", *args, "--watch", "-v=6"], stdout=subprocess.PIPE, stderr=err,
+                                text=True, env=env)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while "watch=true" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        yield lines
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        reader.join(timeout=10)
+        assert proc.stdout is not None
+        proc.stdout.close()
 
 
 POD = """

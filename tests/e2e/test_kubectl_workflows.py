@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import time
 
-from tests.e2e.test_kubectl import KUBECTL, kubectl
+from tests.e2e.test_kubectl import KUBECTL, kubectl, watching
 from tests.test_cli import Serve
 
 POD = """
@@ -48,22 +49,23 @@ def test_all_namespaces(served: Serve) -> None:
 
 
 def test_get_watch_sees_added_modified_deleted(served: Serve) -> None:
-    assert KUBECTL
-    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
-    watcher = subprocess.Popen([KUBECTL, "get", "pods", "-w", "--output-watch-events", "-l", "app=watched",
-                                "--no-headers"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        time.sleep(1.0)  # the watch is open
+    kinds: list[str] = []
+    # (entered once the watch is open, where a fixed second's sleep assumed kubectl starts that fast
+    # on a loaded machine; then the events are read until the deletion's, not for a fixed time)
+    with watching(served, "pods", "--output-watch-events", "-l", "app=watched", "--no-headers") as lines:
         kubectl(served, "apply", "-f", "-", stdin=POD.format(name="w0", ns="default").replace("app: flow",
                                                                                            "app: watched"))
         kubectl(served, "label", "pod", "w0", "tier=web")
         kubectl(served, "delete", "pod", "w0", "--wait=false")
-        time.sleep(1.5)
-    finally:
-        watcher.terminate()
-        out, _ = watcher.communicate(timeout=10)
-    kinds = [line.split()[0] for line in out.splitlines() if line.strip()]
-    assert kinds[0] == "ADDED" and "MODIFIED" in kinds and kinds[-1] == "DELETED", out
+        deadline = time.monotonic() + 30
+        while not kinds or kinds[-1] != "DELETED":
+            try:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
+            if line.strip():
+                kinds.append(line.split()[0])
+    assert kinds and kinds[0] == "ADDED" and "MODIFIED" in kinds and kinds[-1] == "DELETED", kinds
 
 
 def test_describe_pod_shows_its_events(served: Serve) -> None:

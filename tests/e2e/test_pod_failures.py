@@ -7,11 +7,7 @@ crash-looping pod shows ``CrashLoopBackOff`` and its restarts in ``kubectl get p
 
 from __future__ import annotations
 
-import contextlib
-import os
 import queue
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +16,7 @@ import orjson
 import pytest
 
 from controlplane.nodes.podfailure import EXIT_CODE, FAIL_CONTAINER, OOM_KILLED
-from tests.e2e.test_kubectl import KUBECTL, kubectl
+from tests.e2e.test_kubectl import kubectl, watching
 from tests.test_cli import Serve, running, start_serve
 
 
@@ -155,39 +151,6 @@ spec:
       terminationGracePeriodSeconds: 0
       containers: [{{name: app, image: nginx}}]
 """
-
-
-@contextlib.contextmanager
-def watching(served: Serve, *args: str) -> Iterator[queue.Queue[str]]:
-    """``kubectl get ARGS --watch``, its lines as they come; entered once its watch is open (its
-    ``-v=6`` log shows the watch request answered), so that no change after that is missed."""
-    assert KUBECTL
-    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
-    log = served.state / f"watch-{time.monotonic_ns()}.log"
-    with log.open("w") as err:
-        proc = subprocess.Popen([KUBECTL, "get", *args, "--watch", "-v=6"], stdout=subprocess.PIPE, stderr=err,
-                                text=True, env=env)
-    lines: queue.Queue[str] = queue.Queue()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + 60
-        while "watch=true" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        yield lines
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        reader.join(timeout=10)
-        assert proc.stdout is not None
-        proc.stdout.close()
 
 
 def test_a_crash_looping_deployment_pod_in_kubectl_get_pods(served: Serve) -> None:
