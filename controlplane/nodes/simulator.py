@@ -1048,13 +1048,25 @@ class NodeSimulator:
             STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
             log.warning("node %s, stage %s: %s", name, stage.name, e)
             return
-        if rendered is not None:
-            for k in ("capacity", "allocatable", "addresses", "images"):
-                if k in status and k not in rendered:
-                    rendered[k] = status[k]
-            await self._kubelet(name).patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
-                                            {"status": rendered}, patch_type=self.status_patch)
-        await self._finish_stage("", name, stage, obj, resource_path("", "v1", "nodes", name=name))
+        try:
+            if rendered is not None:
+                for k in ("capacity", "allocatable", "addresses", "images"):
+                    if k in status and k not in rendered:
+                        rendered[k] = status[k]
+                await self._kubelet(name).patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
+                                                {"status": rendered}, patch_type=self.status_patch)
+            await self._finish_stage("", name, stage, obj, resource_path("", "v1", "nodes", name=name))
+        except (ApiError, httpx.TransportError, OSError) as e:
+            STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
+            if isinstance(e, ApiError) and e.code == 404:
+                return
+            # as a pod's: no event of the node may come to draw it again (node-initialize failed:
+            # the node would stay NotReady), so the stage is tried afresh in a second
+            if node.stage is None:
+                node.stage_gen += 1
+                node.stage = stage.name
+                self.wheel.schedule(time.monotonic() + 1.0, ("node-stage", name, node.stage_gen))
+            raise
         STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
 
     # ------------------------------------------------------------------ failures

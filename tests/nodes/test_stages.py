@@ -416,6 +416,44 @@ async def test_node_stages_own_the_node_status_and_emit_events(client: Client) -
         assert sim.status_reports  # pod stages only: nothing else reports the node's status
 
 
+async def test_a_node_stage_whose_status_write_times_out_is_tried_again(client: Client,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a pod's: a node stage whose write fails is run again, since no event of the node may come
+    to draw it (here the node's status is the stages' alone: no status report changes it, and the
+    node stays without a Ready condition)."""
+    from controlplane.nodes.simulator import NodeSimulator
+
+    failed: list[str] = []
+    real_kubelet = NodeSimulator._kubelet
+
+    class SlowKubelet:
+        def __init__(self, inner: Client) -> None:
+            self.inner = inner
+
+        async def patch(self, path: str, body: Any, **kw: Any) -> dict[str, Any]:
+            if path.endswith("/nodes/sim-node-0/status") and not failed:
+                failed.append(path)
+                raise httpx.ReadTimeout("timed out")
+            return await self.inner.patch(path, body, **kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(NodeSimulator, "_kubelet", lambda sim, node: SlowKubelet(real_kubelet(sim, node)))
+    # the stage a second after the node's creation, when its set-up writes (each an event that
+    # would draw it again) are done
+    ref = "  resourceRef: {apiGroup: v1, kind: Node}\n"
+    late = NODE_DOWN_STAGES.replace(ref, ref + "  delay: {durationMilliseconds: 1000}\n")
+    assert late != NODE_DOWN_STAGES
+    async with simulating(client, fast(count=1, stages=load_stages(late))):
+        async def down() -> bool:
+            conditions = (await client.get(f"{NODES}/sim-node-0")).get("status", {}).get("conditions") or []
+            return [(c["type"], c["status"]) for c in conditions] == [("Ready", "False")]
+
+        await eventually(down)
+        assert failed
+
+
 def test_a_finishing_pod_reports_its_generation_on_the_kubelets_conditions_only() -> None:
     """pod-complete and pod-terminate (a held pod deleted: its generation stepped by the
     deletion) stamp the kubelet's conditions and the status, not another writer's."""
