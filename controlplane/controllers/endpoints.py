@@ -178,7 +178,11 @@ class EndpointsController:
     def _slice_deleted(self, es: Obj) -> None:
         service = (meta_of(es).get("labels") or {}).get(SERVICE_NAME)
         if service and (meta_of(es).get("labels") or {}).get(MANAGED_BY) == CONTROLLER:
-            self.queue.add(f"{meta_of(es).get('namespace', '')}/{service}")
+            key = f"{meta_of(es).get('namespace', '')}/{service}"
+            entry = self._written.get(key)
+            if entry is not None:  # a write of it is seen, and gone since (deleted by someone else)
+                entry[1].pop(str(meta_of(es).get("name", "")), None)
+            self.queue.add(key)
 
     def _endpoints_deleted(self, endpoints: Obj) -> None:
         key = key_of(endpoints)
@@ -285,10 +289,12 @@ class EndpointsController:
             es = held.get(f"{key.partition('/')[0]}/{name}")
             if (es is None) if version is None else (es is not None and _version(es) >= version):
                 del written[name]
-        if not written or time.monotonic() - when > EXPECTATIONS_TIMEOUT:
+        waited = time.monotonic() - when
+        if not written or waited > EXPECTATIONS_TIMEOUT:
             del self._written[key]
             return False
         self._stale.add(key)
+        self.queue.add_after(key, EXPECTATIONS_TIMEOUT - waited + 0.1)  # should no event come
         return True
 
     def _wrote(self, key: str, name: str, version: int | None) -> None:
