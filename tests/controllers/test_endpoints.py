@@ -106,7 +106,8 @@ async def test_a_sync_before_the_informer_shows_its_last_slice_writes_makes_no_s
     first created (a loaded machine: the pod events that requeue it come faster than the slice's
     watch event): the second waits for it, as upstream's EndpointSliceTracker makes a sync of
     stale slices wait, instead of creating a second slice of the same endpoints; the slice's
-    arrival brings the Service back."""
+    arrival brings the Service back. A slice it wrote that someone else deleted before its next
+    sync (both events seen by then) holds nothing back."""
     config = Config(data_dir=tmp_path / "data", tls=False, nodes=0,
                     controllers=("*", "-endpointslice-controller", "-endpoints-controller"))
     app = create_app(config)
@@ -121,15 +122,28 @@ async def test_a_sync_before_the_informer_shows_its_last_slice_writes_makes_no_s
             await client.create(SERVICES, {"metadata": {"name": "web"}, "spec": {
                 "selector": {"app": "web"}, "ports": [{"port": 80}]}})
             await until(lambda: _holds(ctl, "default/web"))
+            await _taken(ctl, "default/web")  # (the Services' adds: these syncs are called here)
             await ctl.sync("default/web")  # the slice informer is not running yet: it shows nothing
             await ctl.sync("default/web")
             made = await slices_of(client, "web")
             assert len(made) == 1
             running.append(asyncio.create_task(ctl.slices.run()))
             await ctl.slices.synced.wait()
-            assert not ctl.queue.empty()  # the slice's add requeued the waiting Service
+            await until(lambda: _queued(ctl))  # the slice's add requeued the waiting Service
+            await _taken(ctl, "default/web")
             await ctl.sync("default/web")  # (seen now: nothing to write)
             assert await slices_of(client, "web") == made
+
+            await client.delete(f"{SLICES}/{made[0]['metadata']['name']}")  # by someone else
+            await until(lambda: _queued(ctl))
+            await _taken(ctl, "default/web")
+            await ctl.sync("default/web")  # made again
+            [again] = await slices_of(client, "web")
+            await client.delete(f"{SLICES}/{again['metadata']['name']}")  # and again, before it is seen
+            await until(lambda: _queued(ctl))  # (its deletion's event: its add's came first)
+            await _taken(ctl, "default/web")
+            await ctl.sync("default/web")
+            assert len(await slices_of(client, "web")) == 1
         finally:
             for t in running:
                 t.cancel()
@@ -138,6 +152,19 @@ async def test_a_sync_before_the_informer_shows_its_last_slice_writes_makes_no_s
 
 async def _holds(ctl: EndpointsController, key: str) -> bool:
     return key in ctl.services.items
+
+
+async def _queued(ctl: EndpointsController) -> bool:
+    return not ctl.queue.empty()
+
+
+async def _taken(ctl: EndpointsController, key: str) -> None:
+    """Take what the controller's queue holds, ``key`` among it, off it (its workers do not run here)."""
+    taken = set()
+    while not ctl.queue.empty():
+        taken.add(got := await ctl.queue.get())
+        ctl.queue.done(got)
+    assert key in taken, taken
 
 
 async def test_more_pods_than_a_slice_holds_spread_over_slices(client: Client) -> None:
