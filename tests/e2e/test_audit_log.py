@@ -153,7 +153,10 @@ def test_failures_carry_the_status_message_and_reason(audited: Serve) -> None:
 
 def test_rbac_says_which_binding_allowed(audited: Serve) -> None:
     ok(audited, "create", "rolebinding", "alice-view", "--clusterrole=view", "--group=devs")
-    ok(audited, "--token=alicetoken", "get", "services")
+    deadline = time.monotonic() + 10  # until the binding reaches the authorizer's cache (api/rbac.py)
+    while (r := run(audited, "--token=alicetoken", "get", "services")).returncode != 0:
+        assert time.monotonic() < deadline and "forbidden" in r.stderr, r.stderr
+        time.sleep(0.05)
     allowed = events(audited, lambda e: e["user"].get("username") == "alice" and e["verb"] == "list"
                      and e["objectRef"]["resource"] == "services" and e["responseStatus"]["code"] == 200)
     assert allowed[0]["annotations"] == {
