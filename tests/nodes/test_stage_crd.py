@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -43,6 +44,16 @@ def _job_pod(name: str, job_uid: str) -> dict[str, Any]:
                                             "controller": False}]
     # (owned, not controlled: the Job of parallelism 0 would delete a pod it controls, as upstream's)
     return body
+
+
+async def _job_uid(client: Client) -> str:
+    """A Job ``j`` of parallelism 0 that owns the test's job pods: a pod naming a Job that does not
+    exist is the garbage collector's, as upstream's."""
+    job = await client.create("/apis/batch/v1/namespaces/default/jobs", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"parallelism": 0, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
+    return str(job["metadata"]["uid"])
 
 
 async def _node_ready(client: Client) -> bool:
@@ -107,11 +118,7 @@ async def test_kwoks_fast_stages_as_objects_run_pods_bound_before_and_after(clie
         await eventually(lambda: _node_ready(client))
         early = (await eventually(lambda: _in_phase(client, "early", "Running")))["status"]
         assert early["podIP"] and early["containerStatuses"][0]["ready"] is True
-        job = await client.create("/apis/batch/v1/namespaces/default/jobs", {
-            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
-            "spec": {"parallelism": 0, "template": {"spec": {
-                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
-        await _bind(client, _job_pod("job", job["metadata"]["uid"]), "sim-node-0")
+        await _bind(client, _job_pod("job", await _job_uid(client)), "sim-node-0")
         done = (await eventually(lambda: _in_phase(client, "job", "Succeeded")))["status"]
         assert done["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
 
@@ -144,22 +151,25 @@ async def test_an_edited_stage_applies_to_later_pods(client: Client) -> None:
 async def test_deleting_every_stage_stops_transitions_even_pending_ones(client: Client) -> None:
     async with simulating(client, fast(count=1, stages_from_api=True)) as sim:
         docs = _fast_stages()
-        for doc in docs:  # pod-complete after a second
+        # pod-complete after 3 s: long enough for the stages to be deleted while it is pending on
+        # a loaded machine (at 1 s the job completed first, then went, before they were)
+        for doc in docs:
             if doc["metadata"]["name"] == "pod-complete":
-                doc["spec"]["delay"] = {"durationMilliseconds": 1000}
+                doc["spec"]["delay"] = {"durationMilliseconds": 3000}
         await _create_stages(client, docs)
         await eventually(lambda: _node_ready(client))
-        await _bind(client, _job_pod("job", "0f0e0d0c-0000-4000-8000-000000000001"), "sim-node-0")
+        await _bind(client, _job_pod("job", await _job_uid(client)), "sim-node-0")
         await eventually(lambda: _in_phase(client, "job", "Running"))
         # on its timer, once the simulator has seen the Running it wrote (its pod informer's event
         # may come after the API shows it)
         await eventually(lambda: _pending(sim, "default/job", "pod-complete"))
+        due = time.monotonic() + 3.0  # at the latest, as its timer started before this
 
         await client.request("DELETE", STAGES)  # every Stage (kubectl delete stages --all)
         await eventually(lambda: _none_in_force(sim))
         await eventually(lambda: _nothing_pending(sim))
         await _bind(client, pod("later"), "sim-node-0")
-        await _stays(client, "job", "Running", 1.3)  # its pod-complete would have run by now
+        await _stays(client, "job", "Running", max(due - time.monotonic(), 0) + 0.3)  # past its pod-complete
         await _stays(client, "later", "Pending", 0.1)
         assert sim.nodes["sim-node-0"].stage is None  # no node-heartbeat either
 
@@ -229,7 +239,7 @@ async def test_kubectl_apply_of_kwoks_stage_file_over_a_socket(tmp_path: Path) -
                                                      "pod-delete", "pod-ready")]
             await eventually(lambda: _node_ready(client), timeout=20)
             await _bind(client, pod("web"), "sim-node-0")
-            await _bind(client, _job_pod("job", "0f0e0d0c-0000-4000-8000-000000000002"), "sim-node-0")
+            await _bind(client, _job_pod("job", await _job_uid(client)), "sim-node-0")
             await eventually(lambda: _in_phase(client, "web", "Running"))
             await eventually(lambda: _in_phase(client, "job", "Succeeded"))
 
