@@ -18,6 +18,7 @@ credential id), groups.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -42,38 +43,57 @@ async def review(plural: str, body: dict[str, Any], user: User | None, authorize
                  audiences: tuple[str, ...] = SERVER_AUDIENCES) -> dict[str, Any]:
     """The review ``body`` answered for ``user`` (None: no authentication configured), in
     ``namespace`` for a LocalSubjectAccessReview; a TokenReview's tokens by ``authenticate``,
-    for the server's ``audiences`` unless it names its own."""
+    for the server's ``audiences`` unless it names its own.
+
+    A missing or null ``spec`` is an empty one, as upstream decodes it into its Go struct."""
     who = user or ANONYMOUS
-    out = {**body, "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None}}
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    type_meta = {"kind": body["kind"], "apiVersion": body["apiVersion"]}
+    if plural == "selfsubjectreviews":  # a new object: the request's metadata is not echoed
+        return {**type_meta, "metadata": {"creationTimestamp": _now()}, "status": {"userInfo": who.info()}}
+    if plural == "selfsubjectrulesreviews":  # kubectl auth can-i --list; a new object as well
+        asked = spec.get("namespace")
+        if not asked:
+            raise ApiError.bad_request("no namespace on request")
+        if authorizer is None or user is None:  # AlwaysAllow
+            status: dict[str, Any] = {
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "incomplete": False}
+        else:
+            resource_rules, non_resource_rules = await authorizer.rules_for(user, str(asked))
+            status = {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": False}
+        return {**type_meta, "metadata": {"creationTimestamp": None}, "spec": {}, "status": status}
+    if namespace is not None and meta.get("namespace") not in (None, "", namespace):
+        raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent on "
+                                   "the request")
+    out = {**body, "metadata": {**meta, "creationTimestamp": None}}
     if namespace is not None:
         out["metadata"]["namespace"] = namespace
+    else:  # a cluster-scoped object's namespace is cleared, as the create handler clears it
+        out["metadata"].pop("namespace", None)
     if plural == "tokenreviews":
-        out["status"] = await _token_status(body.get("spec") or {}, authenticate, audiences)
+        out["status"] = await _token_status(spec, authenticate, audiences)
         return out
-    if plural in ("subjectaccessreviews", "localsubjectaccessreviews"):
-        spec = body.get("spec") or {}
-        subject = _subject(plural, spec, namespace)
-        out["status"] = await _access_status(spec, subject, authorizer, kind=_KINDS[plural])
-        return out
-    if plural == "selfsubjectreviews":
-        out["status"] = {"userInfo": who.info()}
-        return out
-    spec = body.get("spec") or {}
-    if plural == "selfsubjectrulesreviews":  # kubectl auth can-i --list
-        namespace = str(spec.get("namespace") or "")
-        if authorizer is None or user is None:  # AlwaysAllow
-            out["status"] = {"resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "incomplete": False}
-            return out
-        resource_rules, non_resource_rules = await authorizer.rules_for(user, namespace)
-        out["status"] = {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules,
-                         "incomplete": False}
-        return out
-    out["status"] = await _access_status(spec, user, authorizer, kind="SelfSubjectAccessReview")
+    kind = _KINDS[plural]
+    causes = _spec_causes(spec, self_review=plural == "selfsubjectaccessreviews")
+    causes += _meta_causes(meta, local=plural == "localsubjectaccessreviews")
+    if plural == "localsubjectaccessreviews":
+        causes += _local_causes(spec, namespace or "")
+    if causes:
+        raise _invalid(kind, causes)
+    subject = user if plural == "selfsubjectaccessreviews" else \
+        User(str(spec.get("user") or ""), tuple(str(g) for g in spec.get("groups") or ()))
+    out["status"] = await _access_status(spec, subject, authorizer)
     return out
 
 
-_KINDS = {"subjectaccessreviews": "SubjectAccessReview", "localsubjectaccessreviews": "LocalSubjectAccessReview"}
+_KINDS = {"subjectaccessreviews": "SubjectAccessReview", "localsubjectaccessreviews": "LocalSubjectAccessReview",
+          "selfsubjectaccessreviews": "SelfSubjectAccessReview"}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _invalid(kind: str, causes: list[dict[str, str]]) -> ApiError:
@@ -83,31 +103,127 @@ def _invalid(kind: str, causes: list[dict[str, str]]) -> ApiError:
                     {"group": "authorization.k8s.io", "kind": kind, "causes": causes})
 
 
+def _go_string(value: Any) -> str:
+    """A Go string as ``%#v`` prints it (quoted; JSON's quoting, near enough)."""
+    return orjson.dumps(value if isinstance(value, str) else "").decode()
+
+
 def _go_value(value: Any) -> str:
-    """A struct as a field error shows it (JSON here, where Go prints its own syntax)."""
+    """A value as a field error shows it (JSON here, where Go prints its own syntax)."""
     return orjson.dumps(value).decode()
 
 
-def _subject(plural: str, spec: dict[str, Any], namespace: str | None) -> User:
-    """The user a (Local)SubjectAccessReview asks about, its spec checked as upstream's
-    ValidateSubjectAccessReviewSpec and ValidateLocalSubjectAccessReview."""
+def _go_non_resource(value: dict[str, Any]) -> str:
+    """A NonResourceAttributes as a field error shows it: Go's ``%#v`` of the internal struct."""
+    return (f"authorization.NonResourceAttributes{{Path:{_go_string(value.get('path'))}, "
+            f"Verb:{_go_string(value.get('verb'))}}}")
+
+
+def _spec_causes(spec: dict[str, Any], self_review: bool) -> list[dict[str, str]]:
+    """Upstream's ValidateSubjectAccessReviewSpec (ValidateSelfSubjectAccessReviewSpec: no
+    user to check), every error at once and in its order: the attributes, the user, the
+    selectors. An object's presence is what counts (``{}`` is a request for nothing)."""
     causes: list[dict[str, str]] = []
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-    if plural == "localsubjectaccessreviews":
-        if isinstance(non_resource, dict):
-            causes.append({"reason": "FieldValueInvalid", "field": "spec.nonResourceAttributes",
-                           "message": f"Invalid value: {_go_value(non_resource)}: disallowed on this kind of request"})
-        if isinstance(resource, dict) and str(resource.get("namespace") or "") != namespace:
-            causes.append({"reason": "FieldValueInvalid", "field": "spec.resourceAttributes.namespace",
-                           "message": f'Invalid value: "{resource.get("namespace") or ""}": must match '
-                                      "metadata.namespace"})
-    groups = spec.get("groups") or []
-    if not spec.get("user") and not groups:
+    if isinstance(resource, dict) and isinstance(non_resource, dict):
+        causes.append({"reason": "FieldValueInvalid", "field": "spec.nonResourceAttributes",
+                       "message": f"Invalid value: {_go_non_resource(non_resource)}: cannot be specified in "
+                                  "combination with resourceAttributes"})
+    if not isinstance(resource, dict) and not isinstance(non_resource, dict):
+        causes.append({"reason": "FieldValueInvalid", "field": "spec.resourceAttributes",
+                       "message": 'Invalid value: "null": exactly one of nonResourceAttributes or '
+                                  "resourceAttributes must be specified"})
+    if not self_review and not spec.get("user") and not spec.get("groups"):
         causes.append({"reason": "FieldValueInvalid", "field": "spec.user",
                        "message": 'Invalid value: "": at least one of user or group must be specified'})
-    if causes:
-        raise _invalid(_KINDS[plural], causes)
-    return User(str(spec.get("user") or ""), tuple(str(g) for g in groups))
+    if isinstance(resource, dict):
+        causes += _selector_causes(resource)
+    return causes
+
+
+def _local_causes(spec: dict[str, Any], namespace: str) -> list[dict[str, str]]:
+    """The rest of upstream's ValidateLocalSubjectAccessReview: the resource's namespace is the
+    review's, and no non-resource request."""
+    causes: list[dict[str, str]] = []
+    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if isinstance(resource, dict) and str(resource.get("namespace") or "") != namespace:
+        causes.append({"reason": "FieldValueInvalid", "field": "spec.resourceAttributes.namespace",
+                       "message": f"Invalid value: {_go_string(resource.get('namespace'))}: must match "
+                                  "metadata.namespace"})
+    if isinstance(non_resource, dict):
+        causes.append({"reason": "FieldValueInvalid", "field": "spec.nonResourceAttributes",
+                       "message": f"Invalid value: {_go_non_resource(non_resource)}: disallowed on this kind of "
+                                  "request"})
+    return causes
+
+
+# ObjectMeta's fields in the Go struct's order, and how ``%#v`` shows each when it is empty
+_META_FIELDS = (("name", "Name", '""'), ("generateName", "GenerateName", '""'), ("namespace", "Namespace", '""'),
+                ("selfLink", "SelfLink", '""'), ("uid", "UID", '""'), ("resourceVersion", "ResourceVersion", '""'),
+                ("generation", "Generation", "0"),
+                ("creationTimestamp", "CreationTimestamp", "time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)"),
+                ("deletionTimestamp", "DeletionTimestamp", "<nil>"),
+                ("deletionGracePeriodSeconds", "DeletionGracePeriodSeconds", "(*int64)(nil)"),
+                ("labels", "Labels", "map[string]string(nil)"),
+                ("annotations", "Annotations", "map[string]string(nil)"),
+                ("ownerReferences", "OwnerReferences", "[]v1.OwnerReference(nil)"),
+                ("finalizers", "Finalizers", "[]string(nil)"),
+                ("managedFields", "ManagedFields", "[]v1.ManagedFieldsEntry(nil)"))
+
+
+def _meta_causes(meta: dict[str, Any], local: bool) -> list[dict[str, str]]:
+    """Upstream's check that a review's metadata is empty (but for its managedFields, and a
+    local review's namespace), the metadata shown as Go's ``%#v`` of the ObjectMeta shows it
+    (the times and the lists of structs approximated)."""
+    # (a cluster-scoped review's namespace was cleared, a local one's is the URL's)
+    if not any(meta.get(k) not in (None, "", 0, {}, []) for k, _, _ in _META_FIELDS
+               if k not in ("managedFields", "namespace")):
+        return []
+    shown = ", ".join(f"{go}:{_go_meta_value(key, meta.get(key), empty)}" for key, go, empty in _META_FIELDS)
+    return [{"reason": "FieldValueInvalid", "field": "metadata",
+             "message": f"Invalid value: v1.ObjectMeta{{{shown}}}: must be empty"
+                        + (" except for namespace" if local else "")}]
+
+
+def _go_meta_value(key: str, value: Any, empty: str) -> str:
+    if value is None or (key not in ("labels", "annotations", "ownerReferences", "finalizers", "managedFields")
+                         and value in ("", 0)):
+        return empty
+    if key == "generation":
+        return str(value)
+    if key in ("creationTimestamp", "deletionTimestamp"):
+        return _go_time(value)
+    if key == "deletionGracePeriodSeconds":
+        return "(*int64)(0xc000000000)"  # a pointer: Go prints its address
+    if key in ("labels", "annotations"):
+        items = ", ".join(f"{_go_string(k)}:{_go_string(v)}" for k, v in sorted(value.items())) \
+            if isinstance(value, dict) else ""
+        return f"map[string]string{{{items}}}"
+    if key == "finalizers":
+        return "[]string{" + ", ".join(_go_string(f) for f in value if isinstance(value, list)) + "}"
+    if key == "ownerReferences":
+        refs = value if isinstance(value, list) else []
+        return "[]v1.OwnerReference{" + ", ".join(
+            f"v1.OwnerReference{{APIVersion:{_go_string(r.get('apiVersion'))}, Kind:{_go_string(r.get('kind'))}, "
+            f"Name:{_go_string(r.get('name'))}, UID:{_go_string(r.get('uid'))}, Controller:(*bool)(nil), "
+            "BlockOwnerDeletion:(*bool)(nil)}" for r in refs if isinstance(r, dict)) + "}"
+    if key == "managedFields":
+        return "[]v1.ManagedFieldsEntry{...}"
+    return _go_string(value)
+
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+
+
+def _go_time(value: Any) -> str:
+    """A metav1.Time as ``%#v`` shows it (``time.Date(...)``; decoded times are local, UTC here)."""
+    try:
+        t = datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return _go_string(value)
+    return (f"time.Date({t.year}, time.{_MONTHS[t.month - 1]}, {t.day}, {t.hour}, {t.minute}, {t.second}, "
+            f"{t.microsecond * 1000}, time.Local)")
 
 
 def _selector_causes(resource: dict[str, Any]) -> list[dict[str, str]]:
@@ -161,19 +277,10 @@ def _requirement_causes(requirement: dict[str, Any], at: str, labels: bool) -> l
     return causes
 
 
-async def _access_status(spec: dict[str, Any], user: User | None, authorizer: Authorizes | None,
-                         kind: str) -> dict[str, Any]:
+async def _access_status(spec: dict[str, Any], user: User | None, authorizer: Authorizes | None) -> dict[str, Any]:
+    """The decision on a valid spec (exactly one of the attributes)."""
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-    if isinstance(resource, dict) == isinstance(non_resource, dict):
-        which = "nonResourceAttributes" if isinstance(resource, dict) else "resourceAttributes"
-        message = f"Invalid value: {_go_value(non_resource)}: cannot be specified in combination with " \
-            "resourceAttributes" if isinstance(resource, dict) else \
-            'Invalid value: "null": exactly one of nonResourceAttributes or resourceAttributes must be specified'
-        raise _invalid(kind, [{"reason": "FieldValueInvalid", "field": f"spec.{which}", "message": message}])
     if isinstance(resource, dict):
-        causes = _selector_causes(resource)
-        if causes:
-            raise _invalid(kind, causes)
         request = Request(str(resource.get("verb", "")), str(resource.get("group", "")),
                           str(resource.get("resource", "")), str(resource.get("subresource", "")),
                           str(resource.get("namespace", "")), str(resource.get("name", "")))
