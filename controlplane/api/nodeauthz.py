@@ -84,7 +84,7 @@ from typing import Any, Protocol
 from ..identities import NODES_GROUP, node_of
 from ..registry.certificates import parse_request
 from .errors import ApiError
-from .rbac import MASTERS, Authorizer, Request, User, _rules
+from .rbac import MASTERS, Authorizer, Request, Rules, User, _rules
 from .rbacpolicy import CLUSTER_ROLES
 
 __all__ = ["Authorizers", "NodeAuthorizer", "NodeGraph", "Objects", "kubelet", "pod_references"]
@@ -696,18 +696,34 @@ class Authorizers:
 
     async def denial(self, user: User, r: Request) -> str:
         """Why a request none allowed was denied: the reasons of the authorizers without an
-        opinion, joined as upstream's union authorizer joins them (RBAC gives none)."""
-        node = kubelet(user) if self.node is not None else None
-        if node is None or self.node is None:
-            return ""
-        return self.node.decide(node, r)[1]
+        opinion, in order, joined by newlines as upstream's union authorizer joins them (the
+        Node authorizer's for a kubelet; RBAC's only when a binding of the user's does not resolve)."""
+        reasons = []
+        for mode in self.modes:
+            if mode == "Node":
+                node = kubelet(user) if self.node is not None else None
+                if node is not None and self.node is not None:
+                    reasons.append(self.node.decide(node, r)[1])
+            elif mode == "RBAC" and self.rbac is not None:
+                reasons.append(await self.rbac.denial(user, r))
+        return "\n".join(reason for reason in reasons if reason)
 
-    async def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """RBAC's rules for ``user`` (upstream's Node authorizer enumerates none); everything
-        under AlwaysAllow."""
-        if "AlwaysAllow" in self.modes:
-            return [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}], \
-                [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
-        if self.rbac is None:
-            return [], []
-        return await self.rbac.rules_for(user, namespace)
+    async def rules_for(self, user: User, namespace: str) -> Rules:
+        """The rules of the modes in order, as upstream's union of rule resolvers: everything under
+        AlwaysAllow, none from the Node authorizer (which calls a kubelet's list incomplete), RBAC's."""
+        resource_rules: list[dict[str, Any]] = []
+        non_resource_rules: list[dict[str, Any]] = []
+        incomplete, errors = False, []
+        for mode in self.modes:
+            if mode == "AlwaysAllow":
+                resource_rules.append({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})
+                non_resource_rules.append({"verbs": ["*"], "nonResourceURLs": ["*"]})
+            elif mode == "Node" and self.node is not None and kubelet(user) is not None:
+                incomplete = True
+                errors.append("node authorizer does not support user rule resolution")
+            elif mode == "RBAC" and self.rbac is not None:
+                got = await self.rbac.rules_for(user, namespace)
+                resource_rules += got.resource_rules
+                non_resource_rules += got.non_resource_rules
+                incomplete, errors = incomplete or got.incomplete, errors + got.errors
+        return Rules(resource_rules, non_resource_rules, incomplete, errors)

@@ -38,13 +38,14 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
 from .errors import ApiError
 
-__all__ = ["ANONYMOUS", "Authorizer", "Authorizes", "Request", "User", "forbidden", "selected_name", "verb_of"]
+__all__ = ["ANONYMOUS", "Authorizer", "Authorizes", "Request", "Rules", "User", "aggregate", "forbidden",
+           "selected_name", "verb_of"]
 
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
@@ -157,6 +158,21 @@ class _Index:
     # User "z""), for the reason of an allowed request (the audit log's); not on the decision's path
     cluster_sources: dict[str, list[tuple[str, list[_Rule]]]] = field(default_factory=dict)
     namespace_sources: dict[str, dict[str, list[tuple[str, list[_Rule]]]]] = field(default_factory=dict)
+    # the role references of the bindings to each subject that do not resolve, as upstream's rule
+    # resolver reports them (``role.rbac.authorization.k8s.io "x" not found``): a denial's reason
+    # and a rules review's evaluationError
+    cluster_errors: dict[str, list[str]] = field(default_factory=dict)
+    namespace_errors: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+    def errors(self, user: User, namespace: str) -> list[str]:
+        """The resolution errors of the bindings that apply to ``user`` in ``namespace``: the
+        cluster-wide ones first, as upstream visits them."""
+        keys = _user_keys(user)
+        out = [e for key in keys for e in self.cluster_errors.get(key, ())]
+        if namespace:
+            local = self.namespace_errors.get(namespace, {})
+            out += [e for key in keys for e in local.get(key, ())]
+        return out
 
     def rules(self, user: User, namespace: str) -> Iterator[_Rule]:
         """The rules that apply to ``user`` in ``namespace`` ("": cluster-wide only), by key."""
@@ -194,6 +210,28 @@ def _bind(into: dict[str, list[_Rule]], subjects: Iterable[Any], rules: list[_Ru
             sources.setdefault(key, []).append((f"{binding} to {_describe_subject(subject)}", rules))
 
 
+def _unresolved(into: dict[str, list[str]], subjects: Iterable[Any], error: str) -> None:
+    for subject in subjects:
+        key = _subject_key(subject) if isinstance(subject, dict) else None
+        if key is not None:
+            into.setdefault(key, []).append(error)
+
+
+def _role_error(ref: dict[str, Any], found: bool) -> str | None:
+    """Upstream's GetRoleReferenceRules error for a binding's ``roleRef``, None if it resolves."""
+    kind, name = ref.get("kind", ""), ref.get("name", "")
+    if kind not in ("Role", "ClusterRole"):
+        return f'unsupported role reference kind: "{kind}"'
+    return None if found else f'{kind.lower()}.rbac.authorization.k8s.io "{name}" not found'
+
+
+def aggregate(errors: list[str]) -> str:
+    """apimachinery's aggregate error as ``Error()`` words it: one message alone, several
+    (each once) in brackets."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
 def _describe_subject(subject: dict[str, Any]) -> str:
     """A binding's subject as upstream's RBAC authorizer names it in a reason."""
     kind, name = subject.get("kind", ""), subject.get("name", "")
@@ -203,6 +241,16 @@ def _describe_subject(subject: dict[str, Any]) -> str:
 
 
 Lister = Callable[[str], Awaitable[list[bytes]]]  # plural -> the cached objects' JSON
+
+
+class Rules(NamedTuple):
+    """What a SelfSubjectRulesReview answers: the rules, whether the list may lack some, and the
+    errors met on the way (its ``evaluationError``)."""
+
+    resource_rules: list[dict[str, Any]]
+    non_resource_rules: list[dict[str, Any]]
+    incomplete: bool
+    errors: list[str]
 
 
 class Authorizes(Protocol):
@@ -215,7 +263,7 @@ class Authorizes(Protocol):
 
     async def denial(self, user: User, r: Request) -> str: ...
 
-    async def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    async def rules_for(self, user: User, namespace: str) -> Rules: ...
 
 
 class Authorizer:
@@ -253,14 +301,19 @@ class Authorizer:
         return ""
 
     async def denial(self, user: User, r: Request) -> str:
-        """Why ``r`` was denied: RBAC gives no reason (upstream's, where no rule failed to resolve)."""
-        return ""
+        """Why ``r`` was denied: RBAC gives no reason unless a binding of the user's did not
+        resolve (``RBAC: role.rbac.authorization.k8s.io "x" not found``, upstream's)."""
+        if MASTERS in user.groups:
+            return ""
+        errors = (await self._current()).errors(user, r.namespace if r.resource else "")
+        return f"RBAC: {aggregate(errors)}" if errors else ""
 
-    async def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def rules_for(self, user: User, namespace: str) -> Rules:
         """The resource and non-resource rules that apply to ``user`` in ``namespace`` (what
         SelfSubjectRulesReview answers): those of its cluster-wide bindings (the bootstrap
         policy's discovery and self-review roles among them, for an authenticated user) and of
-        the namespace's."""
+        the namespace's; and the errors of its bindings that do not resolve (upstream's RBAC
+        still calls the list complete)."""
         index = await self._current()
         rules = list(index.rules(user, namespace))
         if MASTERS in user.groups:
@@ -280,7 +333,7 @@ class Authorizer:
                 shown = {"verbs": sorted(rule.verbs), "nonResourceURLs": list(rule.paths)}
                 if shown not in non_resource_rules:
                     non_resource_rules.append(shown)
-        return resource_rules, non_resource_rules
+        return Rules(resource_rules, non_resource_rules, False, index.errors(user, namespace))
 
     async def _current(self) -> _Index:
         version = self._changed()
@@ -305,16 +358,28 @@ class Authorizer:
         index = _Index()
         for b in objects(await self._list("clusterrolebindings")):
             ref = b.get("roleRef") or {}
-            if ref.get("kind") == "ClusterRole":
+            # (a ClusterRoleBinding's roleRef is a ClusterRole: "Role" there is upstream's "not found"
+            # of the cluster-scoped lookup of a Role, which its validation refuses anyway)
+            error = _role_error(ref, ref.get("kind") == "ClusterRole" and ref.get("name", "") in cluster_roles)
+            if error is not None:
+                _unresolved(index.cluster_errors, b.get("subjects") or (), error)
+            elif ref.get("kind") == "ClusterRole":
                 binding = f'ClusterRoleBinding "{b["metadata"]["name"]}" of ClusterRole "{ref.get("name", "")}"'
                 _bind(index.cluster, b.get("subjects") or (), cluster_roles.get(ref.get("name", ""), []),
                       index.cluster_sources, binding)
         for b in objects(await self._list("rolebindings")):
             ns, ref = b["metadata"].get("namespace", ""), b.get("roleRef") or {}
+            subjects = _in_namespace(b.get("subjects") or [], ns)
+            found = ref.get("name", "") in cluster_roles if ref.get("kind") == "ClusterRole" \
+                else (ns, ref.get("name", "")) in roles
+            error = _role_error(ref, found)
+            if error is not None:
+                _unresolved(index.namespace_errors.setdefault(ns, {}), subjects, error)
+                continue
             rules = (cluster_roles.get(ref.get("name", ""), []) if ref.get("kind") == "ClusterRole"
                      else roles.get((ns, ref.get("name", "")), []))
             binding = f'RoleBinding "{b["metadata"]["name"]}/{ns}" of {ref.get("kind", "")} "{ref.get("name", "")}"'
-            _bind(index.by_namespace.setdefault(ns, {}), _in_namespace(b.get("subjects") or [], ns), rules,
+            _bind(index.by_namespace.setdefault(ns, {}), subjects, rules,
                   index.namespace_sources.setdefault(ns, {}), binding)
         return index
 

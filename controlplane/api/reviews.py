@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from .errors import ApiError
-from .rbac import ANONYMOUS, Authorizes, Request, User
+from .rbac import ANONYMOUS, Authorizes, Request, User, aggregate
 from .tokenrequest import AUDIENCE
 
 __all__ = ["REVIEWS", "review"]
@@ -61,8 +61,11 @@ async def review(plural: str, body: dict[str, Any], user: User | None, authorize
                 "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
                 "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}], "incomplete": False}
         else:
-            resource_rules, non_resource_rules = await authorizer.rules_for(user, str(asked))
-            status = {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": False}
+            rules = await authorizer.rules_for(user, str(asked))
+            status = {"resourceRules": rules.resource_rules, "nonResourceRules": rules.non_resource_rules,
+                      "incomplete": rules.incomplete}
+            if rules.errors:  # (kubectl warns of them when the list is incomplete)
+                status["evaluationError"] = aggregate(rules.errors)
         return {**type_meta, "metadata": {"creationTimestamp": None}, "spec": {}, "status": status}
     if namespace is not None and meta.get("namespace") not in (None, "", namespace):
         raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent on "
@@ -287,9 +290,15 @@ async def _access_status(spec: dict[str, Any], user: User | None, authorizer: Au
     else:
         assert isinstance(non_resource, dict)
         request = Request(str(non_resource.get("verb", "")), path=str(non_resource.get("path", "")))
-    allowed = authorizer is None or user is None or await authorizer.allowed(user, request)
-    # a denial has no reason, as upstream's RBAC authorizer gives none (NoOpinion, ""): `auth can-i` prints "no"
-    return {"allowed": allowed}
+    if authorizer is None or user is None:  # AlwaysAllow, no reason
+        return {"allowed": True}
+    # the allowing binding (RBAC's reason), or why none allowed (the Node authorizer's, a binding of
+    # the user's that does not resolve; usually nothing): `auth can-i` prints "no - <reason>"
+    if await authorizer.allowed(user, request):
+        reason = await authorizer.reason(user, request)
+        return {"allowed": True, "reason": reason} if reason else {"allowed": True}
+    reason = await authorizer.denial(user, request)
+    return {"allowed": False, "reason": reason} if reason else {"allowed": False}
 
 
 async def _token_status(spec: dict[str, Any], authenticate: Authenticate | None,

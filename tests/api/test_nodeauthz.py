@@ -186,6 +186,19 @@ def test_the_denial_names_the_node_authorizers_reason() -> None:
     assert asyncio.run(chain.denial(User("alice", ()), r)) == ""
 
 
+def test_a_kubelets_rules_review_is_incomplete_as_upstream_s_node_authorizer_says() -> None:
+    # upstream's NodeAuthorizer.RulesFor enumerates nothing for a node and calls the list incomplete
+    node, _ = authorizer()
+    kubelet = User(node_user("n1"), ("system:nodes", "system:authenticated"))
+    chain = Authorizers(("Node", "RBAC"), None, node)
+    assert asyncio.run(chain.rules_for(kubelet, "default")) == \
+        ([], [], True, ["node authorizer does not support user rule resolution"])
+    assert asyncio.run(chain.rules_for(User("alice", ()), "default")) == ([], [], False, [])
+    assert asyncio.run(Authorizers(("AlwaysAllow",), None, None).rules_for(User("alice", ()), "default")) == (
+        [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}], [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+        False, [])
+
+
 def test_a_pods_references_are_parsed_once_per_version() -> None:
     node, objects = authorizer()
     r = Request("get", "", "secrets", namespace="default", name="mounted")

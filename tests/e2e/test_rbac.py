@@ -17,7 +17,7 @@ from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.test_cli import Serve, running, start_serve
 
 TOKENS = ('admin-token,admin,1,"system:masters"\nalice-token,alice,2\nbob-token,bob,3,"team,ops"\ncarol-token,carol,4\n'
-          'dave-token,dave,5,"system:monitoring"\n')
+          'dave-token,dave,5,"system:monitoring"\nerin-token,erin,6\n')
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
@@ -388,3 +388,73 @@ def test_kubectl_patch_subresource_resize_is_its_own_grant_and_charged_to_the_qu
     used = kubectl(rbac_served, "get", "resourcequota", "compute", "-n", "shop", "-o",
                    "jsonpath={.status.used.requests\\.cpu}")
     assert used == "800m"
+
+
+# `kubectl auth can-i --list` of a user bound to nothing, as kube-apiserver answers it over the bootstrap
+# policy: system:basic-user's self reviews, system:discovery's paths and system:public-info-viewer's (the
+# health checks and /version twice: both roles grant them), in kubectl's order
+PLAIN_USER_RULES = """\
+Resources                                       Non-Resource URLs   Resource Names   Verbs
+selfsubjectreviews.authentication.k8s.io        []                  []               [create]
+selfsubjectaccessreviews.authorization.k8s.io   []                  []               [create]
+selfsubjectrulesreviews.authorization.k8s.io    []                  []               [create]
+                                                [/api/*]            []               [get]
+                                                [/api]              []               [get]
+                                                [/apis/*]           []               [get]
+                                                [/apis]             []               [get]
+                                                [/healthz]          []               [get]
+                                                [/healthz]          []               [get]
+                                                [/livez]            []               [get]
+                                                [/livez]            []               [get]
+                                                [/openapi/*]        []               [get]
+                                                [/openapi]          []               [get]
+                                                [/readyz]           []               [get]
+                                                [/readyz]           []               [get]
+                                                [/version/]         []               [get]
+                                                [/version/]         []               [get]
+                                                [/version]          []               [get]
+                                                [/version]          []               [get]
+"""
+
+
+def test_a_binding_to_a_missing_role_is_the_reason_of_a_denial_as_upstream_s(rbac_served: Serve) -> None:
+    """Over a real socket and with the real kubectl: upstream's RBAC authorizer gives no reason for
+    a denial unless a binding of the user's does not resolve; then the 403, `kubectl auth can-i`
+    and a rules review's evaluationError name it (the list still complete)."""
+    assert as_token(rbac_served, "erin-token", "auth", "can-i", "--list", "-n", "ghostly").stdout == \
+        PLAIN_USER_RULES
+    denied = as_token(rbac_served, "erin-token", "auth", "can-i", "list", "pods", "-n", "ghostly")
+    assert (denied.returncode, denied.stdout) == (1, "no\n")
+    with as_user(rbac_served, "admin-token") as admin:
+        assert admin.post("/api/v1/namespaces", json={"metadata": {"name": "ghostly"}}).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/ghostly/rolebindings", json={
+            "metadata": {"name": "erin-ghost"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ghost"},
+            "subjects": [{"kind": "User", "name": "erin", "apiGroup": "rbac.authorization.k8s.io"}]}
+            ).status_code == 201
+    why = 'RBAC: role.rbac.authorization.k8s.io "ghost" not found'
+    deadline = time.monotonic() + 5
+    while (denied := as_token(rbac_served, "erin-token", "auth", "can-i", "list", "pods", "-n", "ghostly")
+           ).stdout == "no\n" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (denied.returncode, denied.stdout) == (1, f"no - {why}\n")
+    assert as_token(rbac_served, "erin-token", "auth", "can-i", "list", "pods", "-n", "default").stdout == "no\n"
+    got = as_token(rbac_served, "erin-token", "get", "pods", "-n", "ghostly")
+    assert got.returncode == 1 and got.stderr.strip() == (
+        'Error from server (Forbidden): pods is forbidden: User "erin" cannot list resource "pods" in API group "" '
+        f'in the namespace "ghostly": {why}')
+    # kubectl warns only of an incomplete list: RBAC's is complete, its errors in evaluationError
+    listed = as_token(rbac_served, "erin-token", "auth", "can-i", "--list", "-n", "ghostly")
+    assert (listed.stdout, listed.stderr) == (PLAIN_USER_RULES, "")
+    with as_user(rbac_served, "erin-token") as erin:
+        review = erin.post("/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                            json={"spec": {"namespace": "ghostly"}}).json()
+        assert review["status"]["incomplete"] is False
+        assert review["status"]["evaluationError"] == 'role.rbac.authorization.k8s.io "ghost" not found'
+        # an allowed review says which binding allowed it, as upstream's RBAC authorizer
+        allowed = erin.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json={"spec": {
+            "resourceAttributes": {"verb": "create", "group": "authorization.k8s.io",
+                                   "resource": "selfsubjectaccessreviews"}}}).json()
+        assert allowed["status"] == {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding '
+                                     '"system:basic-user" of ClusterRole "system:basic-user" to Group '
+                                     '"system:authenticated"'}
