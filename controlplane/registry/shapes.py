@@ -42,10 +42,14 @@ Resolver = Callable[[Schema], Schema]
 class _Builder:
     """Builds shapes for one family of schemas: how to follow ``$ref``, and a cache of
     the shapes already built, by schema node. The nodes must outlive the builder
-    (the cache is keyed by their identity)."""
+    (the cache is keyed by their identity). ``value_structs``: the fields of a struct
+    node that are Go structs held by value (see ``Shape.zero``), none for schemas
+    without Go types (custom resources)."""
 
-    def __init__(self, resolve: Resolver) -> None:
+    def __init__(self, resolve: Resolver,
+                 value_structs: Callable[[Schema], frozenset[str]] | None = None) -> None:
         self.resolve = resolve
+        self.value_structs = value_structs
         self.cache: dict[int, Shape] = {}
 
     def build(self, node: Schema) -> Shape:
@@ -77,7 +81,7 @@ class Shape:
     """One schema node's structure. ``field(name)`` is the shape of a struct field
     or map value; ``elem`` the shape of list items or map values."""
 
-    __slots__ = ("_builder", "_elem", "_fields", "_node", "key_defaults", "keys", "kind", "required", "walk")
+    __slots__ = ("_builder", "_elem", "_fields", "_node", "key_defaults", "keys", "kind", "walk", "zero")
 
     def __init__(self, kind: Kind, node: Schema | None = None, builder: _Builder | None = None,
                  keys: tuple[str, ...] = (), key_defaults: dict[str, Any] | None = None) -> None:
@@ -91,7 +95,14 @@ class Shape:
         self._builder = builder
         self._fields: dict[str, Shape] = {}
         self._elem: Shape | None = None
-        self.required: frozenset[str] = frozenset(node.get("required", ())) if node else frozenset()
+        # the fields the Go zero value of this struct has, as the create's "before" (upstream's
+        # field manager compares a create with the empty object of its type): the required ones
+        # (no ``omitempty``) and the structs held by value, which even ``omitempty`` writes as
+        # ``{}`` (Event.source, DeploymentSpec.strategy). A set written over one of them does
+        # not own the field itself (``.``), only what it sets inside.
+        self.zero: frozenset[str] = frozenset(node.get("required", ())) if node else frozenset()
+        if node and builder is not None and builder.value_structs is not None and kind is Kind.STRUCT:
+            self.zero |= builder.value_structs(node)
 
     def field(self, name: str) -> Shape | None:
         """A struct field's shape (None if the struct has no such field), or a map value's."""
@@ -260,4 +271,34 @@ def _schemaless() -> Shape:
 
 @functools.cache
 def _builtins() -> _Builder:
-    return _Builder(builtin.definitions().resolve)
+    return _Builder(builtin.definitions().resolve, _value_structs)
+
+
+# The messages whose JSON is no object (a Time's zero is null): never an empty struct
+_NOT_OBJECTS = frozenset({
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Time", "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Duration", "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1",
+    "k8s.io.apimachinery.pkg.runtime.RawExtension", "k8s.io.apimachinery.pkg.api.resource.Quantity",
+    "k8s.io.apimachinery.pkg.util.intstr.IntOrString"})
+
+
+@functools.cache
+def _definition_names() -> dict[int, str]:
+    return {id(node): name for name, node in builtin.definitions().defs.items()}
+
+
+def _value_structs(node: Schema) -> frozenset[str]:
+    """The fields of a built-in definition that are Go structs held by value (not pointers,
+    lists or maps), from the Go types the protobuf wire schema records
+    (``io.k8s.api.core.v1.Event`` is the message ``k8s.io.api.core.v1.Event``)."""
+    from ..api.protobuf.schema import MESSAGES
+
+    name = _definition_names().get(id(node))
+    if name is None or not name.startswith("io.k8s."):
+        return frozenset()
+    fields = MESSAGES.get("k8s.io." + name[len("io.k8s."):])
+    if not fields:
+        return frozenset()
+    return frozenset(json_name for _, json_name, type_, repeated, pointer in fields
+                     if json_name and isinstance(type_, str) and len(type_) > 1 and not repeated and not pointer
+                     and type_ not in _NOT_OBJECTS)

@@ -9,8 +9,9 @@ package, for JSON values).
   appears or disappears is itself in ``added``/``removed`` (so an update that
   creates ``labels`` owns ``labels`` as well as ``labels.app``).
 - ``created_set(new)``: ``compare`` against the empty object of the kind, fast,
-  for creates. The empty object has ``metadata``, ``spec`` and ``status`` and the
-  required fields of the structs it has, as a Go zero value would.
+  for creates. The empty object has ``metadata``, ``spec`` and ``status`` and, in
+  the structs it has, the required fields and the structs held by value
+  (``Shape.zero``), as a Go zero value would.
 - ``merge(live, config)``: the configuration laid over the live object: structs
   and granular maps field by field, associative lists by key, sets by value,
   everything else replaced.
@@ -214,10 +215,10 @@ _memo: dict[tuple[Shape, bool, bytes], Tree | None] = {}
 
 def _created(value: dict[str, Any], shape: Shape, memo: bool = False) -> Tree:
     out: Tree = {}
-    required = shape.required
+    zero = shape.zero
     for k, v in value.items():
         child = _child(shape, k)
-        existing = k in _ZERO_TOP or k in required
+        existing = k in _ZERO_TOP or k in zero
         if memo and k != "metadata" and _granular(child, v):
             node = _remembered(v, child, existing)
         else:
@@ -260,12 +261,18 @@ def _compare_children(old: Any, new: Any, shape: Shape, added: Tree, modified: T
         for k, v in new.items():
             element = "f:" + k
             child = _child(shape, k)
-            if k not in old:
-                added[element] = _all(v, child)
-            else:
+            if k in old:
                 _compare_node(element, old[k], v, child, added, modified, removed)
+            elif type(v) is dict and k in shape.zero:  # absent is Go's zero value there: {}
+                _compare_node(element, {}, v, child, added, modified, removed)
+            else:
+                added[element] = _all(v, child)
         for k, v in old.items():
-            if k not in new:
+            if k in new:
+                continue
+            if type(v) is dict and k in shape.zero:
+                _compare_node("f:" + k, v, {}, _child(shape, k), added, modified, removed)
+            else:
                 removed["f:" + k] = _all(v, _child(shape, k))
         return
     elem = shape.elem

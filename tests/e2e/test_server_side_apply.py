@@ -263,3 +263,67 @@ def test_kubectl_scale_owns_the_replicas_and_a_later_apply_conflicts(served: Ser
     dep = get(served, "deployment", "scaled-web")
     assert dep["spec"]["replicas"] == 1
     assert not [e for e in dep["metadata"]["managedFields"] if e.get("subresource") == "scale"]
+
+
+CREATED = """
+apiVersion: v1
+kind: Event
+metadata: {name: seen}
+involvedObject: {apiVersion: v1, kind: Pod, name: p, namespace: default, uid: abc}
+reason: Seen
+message: seen
+type: Normal
+source: {component: watcher}
+---
+apiVersion: v1
+kind: Event
+metadata: {name: unsourced}
+involvedObject: {kind: Pod, name: p}
+reason: Seen
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: recreated}
+spec:
+  selector: {matchLabels: {app: recreated}}
+  strategy: {type: Recreate}
+  template:
+    metadata: {labels: {app: recreated}}
+    spec:
+      securityContext: {runAsNonRoot: true}
+      containers: [{name: c, image: nginx}]
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: claimed}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /tmp}
+  claimRef: {name: c, namespace: default}
+"""
+
+
+def test_a_creates_field_set_is_upstreams_for_atomic_and_by_value_structs(served: Serve) -> None:
+    """A create is compared with the Go zero value of its type, as upstream's field manager does:
+    an ObjectReference is atomic (``+structType=atomic``: involvedObject, claimRef are owned whole,
+    ``{}``), a struct held by value is already there empty (an Event's source, a Deployment's
+    strategy: its fields are owned, not the struct itself, no ``.``), a pointer to a struct or a map
+    appears with the create (securityContext, rollingUpdate, labels, hostPath: ``.``)."""
+    assert "event/seen created" in ok(served, "create", "-f", "-", stdin=CREATED)
+    event = managers(get(served, "event", "seen"))[("kubectl-create", "Update")]
+    assert event == {"f:involvedObject": {}, "f:message": {}, "f:reason": {}, "f:source": {"f:component": {}},
+                     "f:type": {}}
+    spec = managers(get(served, "deployment", "recreated"))[("kubectl-create", "Update")]["f:spec"]
+    assert spec["f:strategy"] == {"f:type": {}}
+    assert spec["f:template"]["f:spec"]["f:securityContext"] == {".": {}, "f:runAsNonRoot": {}}
+    assert spec["f:template"]["f:metadata"] == {"f:labels": {".": {}, "f:app": {}}}
+    pv = managers(get(served, "pv", "claimed"))[("kubectl-create", "Update")]["f:spec"]
+    assert pv["f:claimRef"] == {} and pv["f:hostPath"] == {".": {}, "f:path": {}}
+    # a struct held by value is stored as Go writes it (``{}``), owned by nobody; an update of its
+    # fields owns them alone
+    unsourced = get(served, "event", "unsourced")
+    assert unsourced["source"] == {} and "f:source" not in managers(unsourced)[("kubectl-create", "Update")]
+    ok(served, "patch", "event", "unsourced", "--type=merge", "-p", '{"source": {"host": "n1"}}',
+       "--field-manager", "hoster")
+    assert managers(get(served, "event", "unsourced"))[("hoster", "Update")] == {"f:source": {"f:host": {}}}

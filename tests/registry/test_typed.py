@@ -136,3 +136,34 @@ def test_created_set_leaves_out_what_the_empty_object_has_anyway() -> None:
     assert created_set({"metadata": {"labels": {"a": "b"}}, "spec": {}, "status": {}}, POD) == {
         "f:metadata": {"f:labels": {".": {}, "f:a": {}}}}
     assert created_set({"spec": {"containers": []}}, POD) == {}
+
+
+def test_structs_held_by_value_are_in_the_zero_object() -> None:
+    # the Go types' pointers, from the protobuf schema: an Event's source and a Deployment's strategy
+    # are values (``{}`` in the empty object: their fields are owned, not the struct), a pod's
+    # securityContext and a strategy's rollingUpdate pointers (they appear: ``.``); an
+    # ObjectReference is atomic (``+structType=atomic``)
+    event = shape_for("", "v1", "Event")
+    assert {"source", "involvedObject"} <= event.zero and "series" not in event.zero
+    involved = event.field("involvedObject")
+    assert involved is not None and involved.kind is Kind.LEAF
+    got = created_set({"involvedObject": {"kind": "Pod", "name": "p"}, "source": {"component": "x"}}, event)
+    assert got == {"f:involvedObject": {}, "f:source": {"f:component": {}}}
+    deployment = shape_for("apps", "v1", "Deployment")
+    got = created_set({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}},
+                      deployment)
+    assert got == {"f:spec": {"f:strategy": {"f:type": {}, "f:rollingUpdate": {".": {}, "f:maxSurge": {}}}}}
+    # an update from an object that lacks one compares with its zero value, both ways
+    diff = compare({"reason": "r"}, {"reason": "r", "source": {"host": "n"}}, event)
+    assert (diff.added, diff.modified, diff.removed) == ({"f:source": {"f:host": {}}}, {}, {})
+    diff = compare({"reason": "r", "source": {"host": "n"}}, {"reason": "r"}, event)
+    assert (diff.added, diff.modified, diff.removed) == ({}, {}, {"f:source": {"f:host": {}}})
+    # custom resources have no Go types: nothing held by value
+    inner = {"type": "object", "properties": {"a": {"type": "string"}}}
+    shapes.register("example.com", "v1", "Widget", {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"inner": inner}}}})
+    try:
+        spec = shape_for("example.com", "v1", "Widget").field("spec")
+        assert spec is not None and spec.zero == frozenset()
+    finally:
+        shapes.unregister("example.com", "v1", "Widget")
