@@ -122,6 +122,7 @@ class _Rule:
     resources: frozenset[str]
     names: frozenset[str]
     paths: tuple[str, ...]
+    source: dict[str, Any] = field(default_factory=dict, compare=False)  # the role's rule, as written
 
     def allows(self, r: Request) -> bool:
         if "*" not in self.verbs and r.verb not in self.verbs:
@@ -144,7 +145,7 @@ def _rules(role: dict[str, Any] | None) -> list[_Rule]:
         if isinstance(rule, dict):
             out.append(_Rule(frozenset(rule.get("verbs") or ()), frozenset(rule.get("apiGroups") or ()),
                              frozenset(rule.get("resources") or ()), frozenset(rule.get("resourceNames") or ()),
-                             tuple(rule.get("nonResourceURLs") or ())))
+                             tuple(rule.get("nonResourceURLs") or ()), rule))
     return out
 
 
@@ -315,24 +316,24 @@ class Authorizer:
         the namespace's; and the errors of its bindings that do not resolve (upstream's RBAC
         still calls the list complete)."""
         index = await self._current()
-        rules = list(index.rules(user, namespace))
-        if MASTERS in user.groups:
-            rules.append(_Rule(frozenset({"*"}), frozenset({"*"}), frozenset({"*"}), frozenset(), ()))
-            rules.append(_Rule(frozenset({"*"}), frozenset(), frozenset(), frozenset(), ("*",)))
+        keys = _user_keys(user)
+        local = index.by_namespace.get(namespace, {}) if namespace else {}
+        # every rule of every binding, as upstream's resolver lists them: the cluster-wide bindings'
+        # first, each rule as its role writes it (its verbs' order kept, nothing merged: kubectl
+        # compacts them); system:masters has cluster-admin's through its bootstrap binding
+        rules = [rule for scope in (index.cluster, local) for key in keys for rule in scope.get(key, ())]
         resource_rules: list[dict[str, Any]] = []
         non_resource_rules: list[dict[str, Any]] = []
         for rule in rules:
+            verbs = [str(v) for v in rule.source.get("verbs") or ()]
             if rule.resources:
-                shown: dict[str, Any] = {"verbs": sorted(rule.verbs), "apiGroups": sorted(rule.groups),
-                                         "resources": sorted(rule.resources)}
-                if rule.names:
-                    shown["resourceNames"] = sorted(rule.names)
-                if shown not in resource_rules:
-                    resource_rules.append(shown)
+                shown: dict[str, Any] = {"verbs": verbs}
+                for name in ("apiGroups", "resources", "resourceNames"):
+                    if rule.source.get(name):
+                        shown[name] = [str(v) for v in rule.source[name]]
+                resource_rules.append(shown)
             if rule.paths:
-                shown = {"verbs": sorted(rule.verbs), "nonResourceURLs": list(rule.paths)}
-                if shown not in non_resource_rules:
-                    non_resource_rules.append(shown)
+                non_resource_rules.append({"verbs": verbs, "nonResourceURLs": list(rule.paths)})
         return Rules(resource_rules, non_resource_rules, False, index.errors(user, namespace))
 
     async def _current(self) -> _Index:

@@ -458,3 +458,35 @@ def test_a_binding_to_a_missing_role_is_the_reason_of_a_denial_as_upstream_s(rba
         assert allowed["status"] == {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding '
                                      '"system:basic-user" of ClusterRole "system:basic-user" to Group '
                                      '"system:authenticated"'}
+
+
+def test_a_rules_review_lists_each_bindings_rules_as_their_role_writes_them(rbac_served: Serve) -> None:
+    """Upstream's resolver lists every rule of every binding that applies, verbs in the role's
+    order and nothing merged (kubectl compacts and sorts them): a Role with ``watch, get`` bound
+    twice is two rules, and `kubectl auth can-i --list` prints it once as ``[watch get]``."""
+    with as_user(rbac_served, "admin-token") as admin:
+        assert admin.post("/api/v1/namespaces", json={"metadata": {"name": "ordered"}}).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/ordered/roles", json={"metadata": {"name": "watcher"}, "rules": [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["watch", "get"]}]}).status_code == 201
+        for name in ("first", "second"):
+            assert admin.post(f"{RBAC}/namespaces/ordered/rolebindings", json={
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "watcher"},
+                "subjects": [{"kind": "User", "name": "dave", "apiGroup": "rbac.authorization.k8s.io"}]}
+                ).status_code == 201
+    rule = {"verbs": ["watch", "get"], "apiGroups": [""], "resources": ["secrets"]}
+    with as_user(rbac_served, "dave-token") as dave:
+        deadline = time.monotonic() + 5
+        while True:
+            status = dave.post("/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+                               json={"spec": {"namespace": "ordered"}}).json()["status"]
+            if status["resourceRules"].count(rule) == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert status["resourceRules"].count(rule) == 2 and "evaluationError" not in status
+    # the bindings of the cluster first, as upstream visits them
+    assert status["resourceRules"][-2:] == [rule, rule]
+    listed = as_token(rbac_served, "dave-token", "auth", "can-i", "--list", "-n", "ordered").stdout
+    assert listed.count("secrets") == 1
+    [line] = [line for line in listed.splitlines() if line.startswith("secrets ")]
+    assert line.split() == ["secrets", "[]", "[]", "[watch", "get]"]
