@@ -1,7 +1,12 @@
 """Admission webhook configurations (admissionregistration.k8s.io/v1
 MutatingWebhookConfiguration and ValidatingWebhookConfiguration): upstream's
-defaults and validation, their ``matchConditions`` compiled as upstream's (a
-name, unique; an expression that compiles).
+defaults and validation, their ``matchConditions`` as upstream's ``validateMatchConditions``
+(``policyspec.condition_causes``: at most 64; each expression compiling to a bool with
+``object``, ``oldObject``, ``request``, ``namespaceObject`` and ``authorizer`` declared, as
+upstream's webhook environment, no ``params`` nor ``variables``; each name a qualified name,
+unique). An update that leaves every webhook's conditions as they were does not validate
+them again (upstream's ``ignoreMatchConditions``), so conditions stored under an older
+environment stay writable.
 
 The webhooks are called by ``api/webhooks.py``.
 """
@@ -10,16 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .causes import Causes, cause, invalid, objects, required
+from .causes import Causes, cause, objects
 from .dnsnames import DNS1123_SUBDOMAIN
-from .policyspec import compiled
+from .policyspec import BASE_NAMES, condition_causes
 
 __all__ = ["prepare_webhook_configuration"]
 
 
 _SIDE_EFFECTS = ("None", "NoneOnDryRun")  # v1 refuses Unknown and Some
 _REVIEW_VERSIONS = ("v1", "v1beta1")
-_MAX_CONDITIONS = 64
 
 
 def _default(webhook: dict[str, Any], mutating: bool) -> None:
@@ -48,6 +52,7 @@ def prepare_webhook_configuration(obj: dict[str, Any], old: dict[str, Any] | Non
     if not isinstance(webhooks, list):
         return [cause("FieldValueInvalid", "webhooks", "Invalid value: must be a list")]
     names: set[str] = set()
+    unchanged = _conditions_unchanged(webhooks, old)
     for path, w in objects(webhooks, "webhooks", causes):
         _default(w, mutating)
         name = w.get("name")
@@ -99,36 +104,23 @@ def prepare_webhook_configuration(obj: dict[str, Any], old: dict[str, Any] | Non
         if isinstance(timeout, int) and not 1 <= timeout <= 30:
             causes.append(cause("FieldValueInvalid", f"{path}.timeoutSeconds",
                                  f"Invalid value: {timeout}: the timeout value must be between 1 and 30 seconds"))
-        conditions = w.get("matchConditions")
-        if isinstance(conditions, list):
-            causes.extend(_condition_causes(conditions, f"{path}.matchConditions"))
+        if not unchanged:
+            causes += condition_causes(w.get("matchConditions"), f"{path}.matchConditions", _MATCH_CONDITION_NAMES)
     return causes
 
 
-def _condition_causes(conditions: list[Any], path: str) -> Causes:
-    """A webhook's match conditions: at most 64, each named (uniquely) and compiling."""
-    causes: Causes = []
-    if len(conditions) > _MAX_CONDITIONS:
-        causes.append(cause("FieldValueTooMany", path,
-                            f"Too many: {len(conditions)}: must have at most {_MAX_CONDITIONS} items"))
-    names: set[str] = set()
-    for at, condition in objects(conditions, path, causes):
-        name = condition.get("name")
-        if not name:
-            causes.append(required(f"{at}.name"))
-        elif name in names:
-            causes.append(cause("FieldValueDuplicate", f"{at}.name", f'Duplicate value: "{name}"'))
-        else:
-            names.add(str(name))
-        expression = condition.get("expression")
-        if not isinstance(expression, str) or not expression.strip():
-            causes.append(required(f"{at}.expression"))
-            continue
-        why = compiled(expression, _MATCH_CONDITION_VARIABLES)
-        if why is not None:
-            causes.append(invalid(f"{at}.expression", expression, why))
-    return causes
+def _conditions_unchanged(webhooks: list[Any], old: dict[str, Any] | None) -> bool:
+    """Whether an update keeps each webhook's match conditions (upstream's
+    ``ignore*WebhookMatchConditions``: as many webhooks, each one's conditions equal)."""
+    if old is None:
+        return False
+    before = old.get("webhooks")
+    if not isinstance(before, list) or len(before) != len(webhooks):
+        return False
+    return all(isinstance(w, dict) and isinstance(b, dict) and w.get("matchConditions") == b.get("matchConditions")
+               for w, b in zip(webhooks, before, strict=True))
 
 
-# what a webhook's match condition may name (upstream's matchconditions: no params, no variables)
-_MATCH_CONDITION_VARIABLES = frozenset({"object", "oldObject", "request", "authorizer"})
+# what a webhook's match condition may name: upstream compiles it with HasAuthorizer and without
+# params (createEnvForOpts declares namespaceObject always; null when they run)
+_MATCH_CONDITION_NAMES = BASE_NAMES | {"authorizer"}

@@ -221,17 +221,20 @@ async def test_undeclared_references_are_refused_at_a_policys_write(client: Clie
 
 
 async def test_undeclared_references_are_refused_in_a_webhooks_match_conditions(client: Client) -> None:
-    """A webhook's match conditions declare no params, namespaceObject or variables."""
+    """A webhook's match conditions declare no params or variables; namespaceObject and
+    authorizer they do (upstream's webhook environment)."""
     hooks = resource_path("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
     config: dict[str, Any] = {"metadata": {"name": "conditions"}, "webhooks": [{
         "name": "a.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
         "clientConfig": {"url": "https://example.com/hook"},
-        "matchConditions": [{"name": "m", "expression": "namespaceObject.metadata.name != 'kube-system'"}]}]}
+        "matchConditions": [{"name": "m", "expression": "params.name != 'kube-system'"}]}]}
     with pytest.raises(ApiError) as e:
         await client.create(hooks, config)
     assert [c["field"] for c in e.value.status["details"]["causes"]] == ["webhooks[0].matchConditions[0].expression"]
-    assert "undeclared reference to 'namespaceObject' (in container '')" in e.value.message
-    config["webhooks"][0]["matchConditions"][0]["expression"] = "object.metadata.name != 'kube-system'"
+    assert "undeclared reference to 'params' (in container '')" in e.value.message
+    config["webhooks"][0]["matchConditions"] = [
+        {"name": "m", "expression": "namespaceObject == null || namespaceObject.metadata.name != 'kube-system'"},
+        {"name": "a", "expression": "authorizer.requestResource.check('delete').allowed()"}]
     await client.create(hooks, config)
 
 

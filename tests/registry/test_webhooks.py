@@ -48,14 +48,44 @@ def test_validation() -> None:
         ["webhooks[0].admissionReviewVersions"]
 
 
-def test_match_conditions_are_named_once_and_compile() -> None:
+def test_match_conditions_are_validated_as_upstreams_validate_match_conditions() -> None:
+    """Each condition's expression (required, compiling to a bool), then its name (required, a
+    qualified name), then the name's uniqueness; at most 64."""
     good = {"name": "labelled", "expression": "has(object.metadata.labels)"}
     assert prepare_webhook_configuration(config(matchConditions=[good]), None) == []
     causes = prepare_webhook_configuration(config(matchConditions=[
-        good, {"name": "labelled", "expression": "true"}, {"expression": "object.x >"}, {"name": "empty"}]), None)
-    assert fields(causes) == ["webhooks[0].matchConditions[1].name", "webhooks[0].matchConditions[2].name",
-                              "webhooks[0].matchConditions[2].expression", "webhooks[0].matchConditions[3].expression"]
+        good, {"name": "labelled", "expression": "true"}, {"expression": "object.x >"}, {"name": "empty"},
+        {"name": "not a name!", "expression": "1 + 1"}]), None)
+    assert fields(causes) == ["webhooks[0].matchConditions[1].name", "webhooks[0].matchConditions[2].expression",
+                              "webhooks[0].matchConditions[2].name", "webhooks[0].matchConditions[3].expression",
+                              "webhooks[0].matchConditions[4].expression", "webhooks[0].matchConditions[4].name"]
     assert causes[0]["message"] == 'Duplicate value: "labelled"'
-    assert causes[2]["message"].startswith('Invalid value: "object.x >": compilation failed: ')
+    assert causes[1]["message"].startswith('Invalid value: "object.x >": compilation failed: ')
+    assert causes[4]["message"] == 'Invalid value: "1 + 1": must evaluate to bool but got int'
+    assert causes[5]["message"].startswith('Invalid value: "not a name!": name part must consist of alphanumeric')
     many = [{"name": f"c{i}", "expression": "true"} for i in range(65)]
     assert fields(prepare_webhook_configuration(config(matchConditions=many), None)) == ["webhooks[0].matchConditions"]
+
+
+def test_match_conditions_declare_namespace_object_and_authorizer_not_params() -> None:
+    """Upstream compiles a webhook's conditions with ``namespaceObject`` and ``authorizer``
+    declared, without ``params`` or ``variables``."""
+    declared = ["namespaceObject.metadata.name != 'kube-system'",
+                "authorizer.group('').resource('pods').namespace('default').check('create').allowed()",
+                "authorizer.requestResource.check('delete').allowed()"]
+    assert prepare_webhook_configuration(config(matchConditions=[
+        {"name": f"c{i}", "expression": e} for i, e in enumerate(declared)]), None) == []
+    for name in ("params", "variables"):
+        causes = prepare_webhook_configuration(config(matchConditions=[
+            {"name": "c", "expression": f"{name}.x == 1"}]), None)
+        assert fields(causes) == ["webhooks[0].matchConditions[0].expression"]
+        assert f"undeclared reference to '{name}' (in container '')" in causes[0]["message"]
+
+
+def test_an_update_keeping_the_match_conditions_does_not_validate_them_again() -> None:
+    stored = config(matchConditions=[{"name": "c", "expression": "params.x == 1"}])
+    assert fields(prepare_webhook_configuration(stored, None)) == ["webhooks[0].matchConditions[0].expression"]
+    updated = config(matchConditions=[{"name": "c", "expression": "params.x == 1"}], timeoutSeconds=5)
+    assert prepare_webhook_configuration(updated, stored) == []
+    changed = config(matchConditions=[{"name": "c", "expression": "params.x == 2"}])
+    assert fields(prepare_webhook_configuration(changed, stored)) == ["webhooks[0].matchConditions[0].expression"]
