@@ -16,8 +16,10 @@ A webhook is called for a request when, as upstream's ``ShouldCallHook``: its
 Namespace is never left out; a Namespace's create or update is judged by its own
 labels), its ``objectSelector`` takes the new or the old object's labels, one of its
 ``rules`` takes the operation, group, version, resource and subresource (``*``,
-``*/*``, ``pods/*``, ``*/status``) and scope, and its ``matchConditions`` (CEL with
-``object``, ``oldObject``, ``request``) are all true. Under ``matchPolicy:
+``*/*``, ``pods/*``, ``*/status``) and scope, and none of its ``matchConditions`` is false
+(CEL with ``object``, ``oldObject``, ``request``, a null ``namespaceObject`` and the
+``authorizer``, ``api/celauthz.py``, as upstream's webhook matcher; an error in one fails the
+request with a 403 under ``failurePolicy: Fail``, leaves the webhook out under Ignore). Under ``matchPolicy:
 Equivalent`` (the default) a rule that names another served version of the
 resource (one stored under the same prefix: autoscaling/v1 and v2 HPAs, core and
 events.k8s.io Events, a CRD's versions) takes the request too, and the webhook is
@@ -69,7 +71,7 @@ null ``options``; a patch changes the options the request goes on with (upstream
 the patched options back into those it connects with). An ``objectSelector`` that is not
 empty never takes it: the options have no metadata (``object_selected``).
 
-Not done: the ``authorizer`` in match conditions, the in-tree plugins' reinvocation.
+Not done: the in-tree plugins' reinvocation; the match conditions' CEL cost budget.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
 from . import audit, jsonpatches
 from .admissionpolicy import REQUEST_USER, object_selected
+from .celauthz import AuthorizerLibrary
 from .dryrun import DRY_RUN
 from .errors import ApiError
 from .fieldvalidation import add_warning, note_webhook_time
@@ -302,9 +305,29 @@ class AdmissionWebhooks:
         conditions = spec.get("matchConditions") or ()
         if not conditions:
             return invocation
-        context = context_of({"object": await self._as(request.obj, request.rtype, invocation.rtype),
-                              "oldObject": await self._as(request.old, request.rtype, invocation.rtype),
-                              "request": self._request_fields(request, invocation.rtype, "")})
+        if await self._conditions_exclude(hook, request, invocation, conditions):
+            return None
+        return invocation
+
+    async def _conditions_exclude(self, hook: Hook, request: Request, invocation: Invocation,
+                                  conditions: list[Obj]) -> bool:
+        """Whether ``hook``'s match conditions leave the request out, as upstream's webhook
+        matcher: all run; a false one excludes (whatever errors others had); else errors
+        (``expression '...' resulted in error: ...``, each counted) exclude under ``failurePolicy:
+        Ignore`` and are a 403 under Fail. A result neither false nor an error matches (upstream
+        checks no type as they run). ``namespaceObject`` is null (upstream passes no namespace to
+        a webhook's conditions); ``authorizer`` asks this server's authorizer (``celauthz``)."""
+        variables = {"object": await self._as(request.obj, request.rtype, invocation.rtype),
+                     "oldObject": await self._as(request.old, request.rtype, invocation.rtype),
+                     "request": self._request_fields(request, invocation.rtype, ""), "namespaceObject": None}
+        library: AuthorizerLibrary | None = None
+        if any("authorizer" in str(c.get("expression") or "") for c in conditions):
+            rtype = request.rtype
+            library = AuthorizerLibrary(self._kube.authorizer, REQUEST_USER.get(), (
+                rtype.group, rtype.plural, request.subresource, request.namespace, request.name))
+            context = library.context(variables)
+        else:
+            context = context_of(variables)
         labels = (hook.name, "webhook", _step(hook), request.operation)
         started = time.perf_counter()
         errors = []
@@ -312,27 +335,24 @@ class AdmissionWebhooks:
         for condition in conditions:
             expression = str(condition.get("expression") or "")
             try:
-                value = evaluate(expression, context)
+                value = await library.evaluate(expression, context) if library is not None \
+                    else evaluate(expression, context)
             except ExpressionError as e:
                 errors.append(f"expression '{expression}' resulted in error: {e}")
+                ADMISSION_MATCH_CONDITION_ERRORS.labels(*labels).inc()
                 continue
             if value is False:
                 excluded = True
                 break
-            if value is not True:
-                errors.append(f"expression '{expression}' resulted in error: no such overload")
         ADMISSION_MATCH_CONDITION_SECONDS.labels(*labels).observe(time.perf_counter() - started)
-        if excluded:
+        if excluded or (errors and hook.spec.get("failurePolicy") == "Ignore"):
             ADMISSION_MATCH_CONDITION_EXCLUSIONS.labels(*labels).inc()
-            return None
-        if errors:
-            ADMISSION_MATCH_CONDITION_ERRORS.labels(*labels).inc()
+            return True
         if not errors:
-            return invocation
-        if spec.get("failurePolicy") == "Ignore":
-            return None
+            return False
         what = f"{request.rtype.plural}.{request.rtype.group}" if request.rtype.group else request.rtype.plural
-        message = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        distinct = list(dict.fromkeys(errors))  # upstream's aggregate error: each message once
+        message = distinct[0] if len(distinct) == 1 else "[" + ", ".join(distinct) + "]"
         raise ApiError(403, "Forbidden", f'{what} "{request.name}" is forbidden: {message}',
                        {"name": request.name, **({"group": request.rtype.group} if request.rtype.group else {}),
                         "kind": request.rtype.plural})

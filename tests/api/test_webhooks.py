@@ -210,6 +210,64 @@ def test_match_conditions_and_rules(api: Api, hook: WebhookServer) -> None:
                           headers={"content-type": "application/merge-patch+json"}).status_code == 200
 
 
+@pytest.fixture(scope="module")
+def rbac_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("webhooks-rbac"), extra=("--authorization-mode", "RBAC"))) as s:
+        yield s
+
+
+def test_match_conditions_ask_the_authorizer(rbac_served: Serve, hook: WebhookServer) -> None:
+    """Upstream's webhook environment: ``authorizer`` asks the server's authorizer (a service
+    account's rights, the request's own resource), ``namespaceObject`` is null, a library error
+    fails closed under Fail with upstream's message, and a result that is not false matches."""
+    api = Api(rbac_served)
+    try:
+        api.http.post("/api/v1/namespaces", json={"metadata": {"name": NS, "labels": {"webhooks": "on"}}})
+        writer = "authorizer.serviceAccount('hooked', 'writer').group('').resource('pods').namespace('hooked')"
+        api.configure(VALIDATING, "authz", [
+            webhook("authz.example.com", hook, "/deny", objectSelector={"matchLabels": {"case": "authz"}},
+                    matchConditions=[
+                        {"name": "no-namespace-object", "expression": "namespaceObject == null"},
+                        {"name": "writer-may-create", "expression": writer + ".check('create').allowed()"},
+                        {"name": "writer-may-not-delete", "expression": f"!{writer}.check('delete').allowed()"},
+                        {"name": "me", "expression": "authorizer.requestResource.check('create').allowed() && "
+                                                     "!authorizer.requestResource.check('create').errored()"}]),
+            webhook("authz-error.example.com", hook, "/deny", objectSelector={"matchLabels": {"case": "error"}},
+                    matchConditions=[{"name": "empty-path",
+                                      "expression": "authorizer.path('').check('get').allowed()"}]),
+            webhook("authz-ignored.example.com", hook, "/deny", failurePolicy="Ignore",
+                    objectSelector={"matchLabels": {"case": "ignored"}},
+                    matchConditions=[{"name": "bad-sa", "expression":
+                                      "authorizer.serviceAccount('Bad', 'x').path('/x').check('get').allowed()"}]),
+            webhook("dyn.example.com", hook, "/deny", objectSelector={"matchLabels": {"case": "dyn"}},
+                    matchConditions=[{"name": "a-string", "expression": "object.metadata.name"}])])
+        assert api.create_pod("before-binding", case="authz").status_code == 201  # writer may not create: excluded
+        role = {"metadata": {"name": "pod-writer"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]}
+        assert api.http.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles", json=role).status_code == 201
+        binding = {"metadata": {"name": "pod-writer"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-writer"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": NS}]}
+        assert api.http.post(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings",
+                             json=binding).status_code == 201
+        for _ in range(200):  # the authorizer reads the bindings from its cache
+            r = api.create_pod("after-binding", case="authz")
+            if r.status_code != 201:
+                break
+            api.http.delete(f"{PODS}/after-binding")
+            time.sleep(0.02)
+        assert r.status_code == 403 and r.json()["message"].endswith("pods labelled bad are not welcome"), r.text
+        assert [rv["name"] for rv in hook.seen("/deny") if rv["name"].endswith("-binding")] == ["after-binding"]
+        r = api.create_pod("errs", case="error")
+        assert r.status_code == 403 and r.json()["message"] == (
+            "pods \"errs\" is forbidden: expression 'authorizer.path('').check('get').allowed()' resulted in "
+            "error: path must not be empty")
+        assert api.create_pod("ignored", case="ignored").status_code == 201  # the error under Ignore: excluded
+        assert api.create_pod("dyn", case="dyn").status_code == 403  # a string result: called
+    finally:
+        api.close()
+
+
 def test_dry_run_updates_and_deletes_are_sent(api: Api, hook: WebhookServer) -> None:
     rule = {"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
     api.configure(VALIDATING, "lifecycle", [webhook("all.example.com", hook, "/allow", rules=[rule],
