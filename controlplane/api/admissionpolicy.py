@@ -43,6 +43,7 @@ from . import audit
 from .errors import ApiError
 from .fieldvalidation import add_warning
 from .namespaced import NamespacedObjects
+from .policyparams import ParamError, PolicyParams
 
 if TYPE_CHECKING:
     from .rbac import User
@@ -111,6 +112,7 @@ class AdmissionPolicies:
         self.kube = kube
         self.policies = NamespacedObjects(kube, policies)
         self.bindings = NamespacedObjects(kube, bindings)
+        self.params = PolicyParams(kube)
 
     def active(self) -> bool:
         """Whether a write must ask ``check``: False only when no binding is stored (O(1))."""
@@ -126,17 +128,20 @@ class AdmissionPolicies:
             return
         policies = {(p.get("metadata") or {}).get("name"): p for p in await self.policies.of("")}
         failures: list[Obj] | None = [] if audit.recording() else None  # the Audit action's, for the audit log
+        annotations: dict[str, list[str]] = {}  # the policies' audit annotations: '<policy>/<key>' -> values
         try:
             await self._check(bindings, policies, rtype, namespace, name, operation, obj, old, subresource, user, kind,
-                              failures)
+                              failures, annotations)
         finally:
             if failures:
                 audit.annotate(VALIDATION_FAILURE_ANNOTATION, orjson.dumps(failures).decode())
+            for key, values in annotations.items():  # several (a binding's params): joined, as upstream's
+                audit.annotate(key, ", ".join(values))
 
     async def _check(self, bindings: list[Obj], policies: dict[Any, Obj], rtype: ResourceType,
                      namespace: str | None, name: str, operation: str, obj: Obj | None, old: Obj | None,
                      subresource: str | None, user: User | None, kind: tuple[str, str, str] | None,
-                     failures: list[Obj] | None) -> None:
+                     failures: list[Obj] | None, annotations: dict[str, list[str]]) -> None:
         context: Any = None
         namespace_object: Obj | None = None
         for binding in bindings:
@@ -145,24 +150,52 @@ class AdmissionPolicies:
             if policy is None:
                 continue
             pspec = policy.get("spec") or {}
-            if pspec.get("paramKind"):
-                continue  # parameters are not supported: the policy is not evaluated
             if namespace and namespace_object is None and (
                     (pspec.get("matchConstraints") or {}).get("namespaceSelector")
                     or (bspec.get("matchResources") or {}).get("namespaceSelector")):
                 namespace_object = await self._namespace(namespace)
             if not self._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, obj, old,
-                                 subresource, namespace_object, name) \
-                    or (bspec.get("matchResources") and not self._matches(
-                        bspec["matchResources"], rtype, namespace, operation, obj, old, subresource,
-                        namespace_object, name)):
+                                 subresource, namespace_object, name):
                 continue
+            param_type = None
+            if pspec.get("paramKind"):  # (upstream: a policy's configuration error, before its bindings match)
+                try:
+                    param_type = self.params.param_type(pspec["paramKind"])
+                except ParamError as e:
+                    self._configuration_error(policy, None, e)
+                    continue
+                if param_type is None:
+                    continue  # an apiVersion upstream does not parse: the policy is not applied
+            if bspec.get("matchResources") and not self._matches(
+                    bspec["matchResources"], rtype, namespace, operation, obj, old, subresource, namespace_object,
+                    name):
+                continue
+            try:
+                params = await self.params.collect(param_type, bspec.get("paramRef"), namespace)
+            except ParamError as e:
+                self._configuration_error(policy, binding, e)
+                continue
+            if not params:
+                continue  # none found, parameterNotFoundAction Allow: nothing to evaluate
             if context is None:
                 if namespace and namespace_object is None:
                     namespace_object = await self._namespace(namespace)
                 context = self._context(rtype, namespace, name, operation, obj, old, subresource, user,
                                         namespace_object, kind)
-            self._validate(policy, binding, context, failures)
+            for param in params:  # the policy evaluated once per param, each with its own verdict
+                context.add_variable("params", param)
+                self._validate(policy, binding, context, failures, annotations)
+
+    @staticmethod
+    def _configuration_error(policy: Obj, binding: Obj | None, error: ParamError) -> None:
+        """Upstream's ``addConfigError``: under ``failurePolicy: Fail`` the request is denied
+        (422 Invalid, whatever the binding's actions), under ``Ignore`` the policy is skipped."""
+        if (policy.get("spec") or {}).get("failurePolicy") == "Ignore":
+            return
+        shown = f"ValidatingAdmissionPolicy '{policy['metadata']['name']}'"
+        if binding is not None:
+            shown += f" with binding '{binding['metadata']['name']}'"
+        raise ApiError(422, "Invalid", f"{shown} denied request: {error.configured}")
 
     async def _namespace(self, name: str) -> Obj | None:
         namespaces = self.kube.registry.get("", "v1", "namespaces")
@@ -214,9 +247,12 @@ class AdmissionPolicies:
         return context
 
     @staticmethod
-    def _validate(policy: Obj, binding: Obj, context: Any, failures: list[Obj] | None = None) -> None:
-        """Evaluate ``policy`` for ``binding``; ``failures``: where an audited request's ``Audit``
-        action notes them (None: not audited; the policy's ``auditAnnotations`` are then not evaluated)."""
+    def _validate(policy: Obj, binding: Obj, context: Any, failures: list[Obj] | None = None,
+                  annotations: dict[str, list[str]] | None = None) -> None:
+        """Evaluate ``policy`` for ``binding`` (with the ``params`` set in ``context``);
+        ``failures``: where an audited request's ``Audit`` action notes them (None: not
+        audited; the policy's ``auditAnnotations`` are then not evaluated), ``annotations``
+        where their values go (each distinct one once, as upstream's collector)."""
         pspec, bspec = policy.get("spec") or {}, binding.get("spec") or {}
         pname, bname = policy["metadata"]["name"], binding["metadata"]["name"]
         actions = set(bspec.get("validationActions") or ())
@@ -248,8 +284,10 @@ class AdmissionPolicies:
                     value = evaluate(str(annotation.get("valueExpression", "")), context)
                     if value is not None and not isinstance(value, str):
                         raise ExpressionError(f"valueExpression must evaluate to a string or null, not {value!r}")
-                    if value:  # (null or "": left out, as upstream)
-                        audit.annotate(f"{pname}/{annotation.get('key', '')}", value)
+                    if value and annotations is not None:  # (null or "": left out, as upstream)
+                        values = annotations.setdefault(f"{pname}/{annotation.get('key', '')}", [])
+                        if value not in values:
+                            values.append(value)
             for index, validation in enumerate(pspec.get("validations") or ()):  # noqa: B007 (fail reads it)
                 expression = str(validation.get("expression", ""))
                 if evaluate(expression, context) is not True:

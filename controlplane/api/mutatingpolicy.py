@@ -60,6 +60,7 @@ from .admissionpolicy import AdmissionPolicies
 from .errors import ApiError
 from .jsonpatches import apply as apply_json_patch
 from .namespaced import NamespacedObjects
+from .policyparams import ParamError, PolicyParams
 
 if TYPE_CHECKING:
     from .rbac import User
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = ["MutatingPolicies", "Reinvocation"]
 
 Obj = dict[str, Any]
+Invocation = tuple[str, str, str]  # (binding, param namespace, param name): upstream's invocation key
 
 
 class _MutationError(Exception):
@@ -82,12 +84,12 @@ class Reinvocation:
     __slots__ = ("again", "invoked", "output")
 
     def __init__(self) -> None:
-        self.invoked: list[str] = []  # the IfNeeded bindings invoked, in order
-        self.again: set[str] = set()  # of those, the ones a later policy's change asks to run again
+        self.invoked: list[Invocation] = []  # the IfNeeded invocations made (a binding with a param), in order
+        self.again: set[Invocation] = set()  # of those, the ones a later policy's change asks to run again
         self.output: Any = None  # the object the policies left (the caller notes it): did the webhooks change it?
 
-    def needed(self, obj: Obj | None) -> list[str]:
-        """The bindings to run again: every IfNeeded one invoked when the object changed since
+    def needed(self, obj: Obj | None) -> list[Invocation]:
+        """The invocations to make again: every IfNeeded one made when the object changed since
         the policies left it, else those a later policy's change asked for."""
         if obj is not None and obj != self.output:
             return list(self.invoked)
@@ -99,6 +101,7 @@ class MutatingPolicies:
         self.kube = kube
         self.policies = NamespacedObjects(kube, policies)
         self.bindings = NamespacedObjects(kube, bindings)
+        self.params = PolicyParams(kube)
 
     def active(self) -> bool:
         """Whether a write must ask ``mutate``: False only when no binding is stored (O(1))."""
@@ -107,10 +110,12 @@ class MutatingPolicies:
     async def mutate(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
                      obj: Obj | None, old: Obj | None, subresource: str | None, user: User | None,
                      kind: tuple[str, str, str] | None = None, generated_name: bool = False,
-                     reinvocation: Reinvocation | None = None, only: list[str] | None = None) -> bool:
-        """Apply the matching policies to ``obj`` in place (True: one changed it).
-        ``reinvocation``: where the first round notes what a second needs; ``only``: the
-        second round's bindings (``Reinvocation.needed``)."""
+                     reinvocation: Reinvocation | None = None, only: list[Invocation] | None = None) -> bool:
+        """Apply the matching policies to ``obj`` in place (True: one changed it), once per
+        param of each binding (``api/policyparams.py``). ``reinvocation``: where the first
+        round notes what a second needs; ``only``: the second round's invocations
+        (``Reinvocation.needed``). Errors, the configuration's first (a param not found),
+        refuse the write together once every policy ran, as upstream's dispatcher."""
         if obj is None or operation == "DELETE":
             return False
         bindings = sorted(await self.bindings.of(""), key=lambda b: b["metadata"]["name"])
@@ -123,51 +128,85 @@ class MutatingPolicies:
         namespace_read = False
         context: Any = None
         changed_any = False
+        configuration: list[tuple[str, str]] = []  # the errors to refuse with, (message, reason), in order
+        failed: list[tuple[str, str]] = []
+        reported: set[str] = set()  # the policies whose paramKind is not served (reported once each)
+        rerun = {key[0] for key in only} if only is not None else None
         for binding in bindings:
             bname = binding["metadata"]["name"]
-            if only is not None and bname not in only:
+            if rerun is not None and bname not in rerun:
                 continue
             bspec = binding.get("spec") or {}
             policy = policies.get(bspec.get("policyName"))
             if policy is None:
                 continue
             pspec = policy.get("spec") or {}
-            if pspec.get("paramKind"):
-                continue  # parameters are not supported: the policy is not applied
+            pname = str(policy["metadata"]["name"])
+            ignore = pspec.get("failurePolicy") == "Ignore"
             if namespace and not namespace_read and rtype.namespaced and (
                     (pspec.get("matchConstraints") or {}).get("namespaceSelector")
                     or (bspec.get("matchResources") or {}).get("namespaceSelector")):
                 namespace_object, namespace_read = await self._namespace(namespace), True
             # matched on the object as it came (upstream matches before it invokes any policy)
             if not AdmissionPolicies._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, obj,
-                                              old, subresource, namespace_object, name) \
-                    or (bspec.get("matchResources") and not AdmissionPolicies._matches(
-                        bspec["matchResources"], rtype, namespace, operation, obj, old, subresource,
-                        namespace_object, name)):
+                                              old, subresource, namespace_object, name):
                 continue
-            if kept is None:
-                work, kept = _shown(obj, operation, generated_name)
-            if context is None:
-                if namespace and not namespace_read and rtype.namespaced:
-                    namespace_object, namespace_read = await self._namespace(namespace), True
-                context = AdmissionPolicies._context(rtype, namespace, name if not generated_name else "", operation,
-                                                     work, old, subresource, user, namespace_object, kind)
-            before = work
-            try:
-                work = self._apply(policy, rtype, work, context)
-            except _MutationError as e:
-                if pspec.get("failurePolicy") == "Ignore":
+            param_type = None
+            if pspec.get("paramKind"):  # (upstream: a policy's configuration error, before its bindings match)
+                try:
+                    param_type = self.params.param_type(pspec["paramKind"])
+                except ParamError as e:
+                    if not ignore and pname not in reported:
+                        shown = f'"{pname}"'  # (Go's %q of a DNS name)
+                        configuration.append((f"policy {shown} denied request: {e.configured}", ""))
+                    reported.add(pname)
                     continue
-                message = f"policy '{policy['metadata']['name']}' with binding '{bname}' denied request: {e}"
-                raise ApiError(403, "Invalid", message, {
-                    "name": name, "group": rtype.group, "kind": rtype.plural, "causes": [{"message": message}]}) from e
-            changed = work != before
-            if changed:
-                changed_any = True
-                if reinvocation is not None:  # the IfNeeded ones before it are to run again
-                    reinvocation.again.update(reinvocation.invoked)
-            if reinvocation is not None and only is None and pspec.get("reinvocationPolicy") == "IfNeeded":
-                reinvocation.invoked.append(bname)
+                if param_type is None:
+                    continue  # an apiVersion upstream does not parse: the policy is not applied
+            if bspec.get("matchResources") and not AdmissionPolicies._matches(
+                    bspec["matchResources"], rtype, namespace, operation, obj, old, subresource, namespace_object,
+                    name):
+                continue
+            try:
+                params = await self.params.collect(param_type, bspec.get("paramRef"), namespace)
+            except ParamError as e:
+                if not ignore:
+                    configuration.append((f"policy '{pname}' with binding '{bname}' denied request: {e.configured}",
+                                          ""))
+                continue
+            for param in params:  # the policy applied once per param (none: parameterNotFoundAction Allow)
+                meta = (param or {}).get("metadata") or {}
+                key = (bname, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                if only is not None and key not in only:
+                    continue
+                if kept is None:
+                    work, kept = _shown(obj, operation, generated_name)
+                if context is None:
+                    if namespace and not namespace_read and rtype.namespaced:
+                        namespace_object, namespace_read = await self._namespace(namespace), True
+                    context = AdmissionPolicies._context(rtype, namespace, name if not generated_name else "",
+                                                         operation, work, old, subresource, user, namespace_object,
+                                                         kind)
+                context.add_variable("params", param)
+                before = work
+                try:
+                    work = self._apply(policy, rtype, work, context)
+                except _MutationError as e:
+                    if not ignore:
+                        failed.append((f"policy '{pname}' with binding '{bname}' denied request: {e}", "Invalid"))
+                    continue
+                if work != before:
+                    changed_any = True
+                    if reinvocation is not None:  # the IfNeeded ones before it are to run again
+                        reinvocation.again.update(reinvocation.invoked)
+                if reinvocation is not None and only is None and pspec.get("reinvocationPolicy") == "IfNeeded":
+                    reinvocation.invoked.append(key)
+        errors = configuration + failed
+        if errors:  # upstream's: 403, the first error's message (and reason, else Forbidden), each a cause
+            message, reason = errors[0]
+            raise ApiError(403, reason or "Forbidden", message, {
+                "name": name, "group": rtype.group, "kind": rtype.plural,
+                "causes": [{"message": m} for m, _ in errors]})
         if changed_any and kept is not None:
             _restore(work, kept)
             obj.clear()

@@ -1293,6 +1293,13 @@ class KubeApi:
         (api/crdconversion.py); as they are when conversion webhooks are off."""
         return raws if self.conversions is None else await self.conversions.served(rtype, raws, listing)
 
+    async def served(self, rtype: ResourceType, raws: list[bytes]) -> list[bytes]:
+        """Cached (stored) objects as ``rtype``'s version serves them: a custom resource's other
+        versions converted (by its webhook too), a type stored as another's converted."""
+        if rtype.custom is not None and rtype.custom.conversion is not None:
+            raws = await self._webhook_converted(rtype, raws, True)
+        return [_presented(rtype, raw) for raw in raws] if _converted(rtype) else raws
+
     async def _current(self, rtype: ResourceType, key: bytes, fresh: bool) -> tuple[KeyValue | None, bool]:
         """The version a write starts from, and whether it came from the watch cache.
 
