@@ -94,6 +94,32 @@ def object_selected(selector: Any, *objects: Obj | None) -> bool:
                for o in objects if o is not None and "metadata" in o)
 
 
+class _Denied(Exception):
+    """The first denial of a request (a failed validation under ``Deny``, a configuration error)."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
+def forbidden_details(rtype: ResourceType, name: str, obj: Obj | None) -> Obj:
+    """The ``details`` of upstream's ``admission.NewForbidden`` (``extractResourceName``): the
+    request's name, else the object's name or ``generateName``, else ``Unknown``
+    (``Unknown/errorGettingName`` for an object without metadata); the resource without its
+    subresource; an empty group left out, as Go's ``omitempty``."""
+    if not name:
+        name = "Unknown"
+        if obj is not None:
+            meta = obj.get("metadata")
+            name = (meta.get("name") or meta.get("generateName") or "Unknown") if isinstance(meta, dict) \
+                else "Unknown/errorGettingName"
+    details: Obj = {"name": name}
+    if rtype.group:
+        details["group"] = rtype.group
+    details["kind"] = rtype.plural
+    return details
+
+
 def _message(validation: Obj, expression: str, context: Any) -> str:
     """A failed validation's message: its ``messageExpression`` (a string), else its
     ``message``, else the expression itself, as upstream."""
@@ -132,6 +158,11 @@ class AdmissionPolicies:
         try:
             await self._check(bindings, policies, rtype, namespace, name, operation, obj, old, subresource, user, kind,
                               failures, annotations)
+        except _Denied as e:  # upstream's Status: admission.NewForbidden's, its code and reason replaced
+            details = forbidden_details(rtype, name, obj)
+            details["causes"] = [{"message": e.message}]
+            raise ApiError(e.code, e.reason, f'{ApiError._what(rtype)} "{details["name"]}" is forbidden: {e.message}',
+                           details) from None
         finally:
             if failures:
                 audit.annotate(VALIDATION_FAILURE_ANNOTATION, orjson.dumps(failures).decode())
@@ -195,7 +226,7 @@ class AdmissionPolicies:
         shown = f"ValidatingAdmissionPolicy '{policy['metadata']['name']}'"
         if binding is not None:
             shown += f" with binding '{binding['metadata']['name']}'"
-        raise ApiError(422, "Invalid", f"{shown} denied request: {error.configured}")
+        raise _Denied(422, "Invalid", f"{shown} denied request: {error.configured}")
 
     async def _namespace(self, name: str) -> Obj | None:
         namespaces = self.kube.registry.get("", "v1", "namespaces")
@@ -266,7 +297,7 @@ class AdmissionPolicies:
                                  "validationActions": list(bspec.get("validationActions") or ())})
             if "Deny" in actions:
                 code = _REASONS.get(reason, 422)
-                raise ApiError(code, reason if code != 422 else "Invalid", f"{prefix} denied request: {message}")
+                raise _Denied(code, reason if code != 422 else "Invalid", f"{prefix} denied request: {message}")
             if "Warn" in actions:
                 add_warning(f"Validation failed for {prefix}: {message}")
 

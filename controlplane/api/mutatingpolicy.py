@@ -56,7 +56,7 @@ from ..registry.expressions import ExpressionError, evaluate
 from ..registry.shapes import Kind, Shape, custom_shape, shape_for
 from ..registry.typed import ShapeError, merge
 from ..registry.types import ResourceType
-from .admissionpolicy import AdmissionPolicies
+from .admissionpolicy import AdmissionPolicies, forbidden_details
 from .errors import ApiError
 from .jsonpatches import apply as apply_json_patch
 from .namespaced import NamespacedObjects
@@ -204,9 +204,10 @@ class MutatingPolicies:
         errors = configuration + failed
         if errors:  # upstream's: 403, the first error's message (and reason, else Forbidden), each a cause
             message, reason = errors[0]
-            raise ApiError(403, reason or "Forbidden", message, {
-                "name": name, "group": rtype.group, "kind": rtype.plural,
-                "causes": [{"message": m} for m, _ in errors]})
+            shown = name if not generated_name else str((obj.get("metadata") or {}).get("generateName") or "")
+            details = forbidden_details(rtype, shown, obj)  # (a name to generate: its prefix, as upstream's)
+            details["causes"] = [{"message": m} for m, _ in errors]
+            raise ApiError(403, reason or "Forbidden", message, details)
         if changed_any and kept is not None:
             _restore(work, kept)
             obj.clear()

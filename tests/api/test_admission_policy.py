@@ -46,8 +46,10 @@ async def test_a_deny_binding_refuses_what_fails_its_validation(client: Client) 
     await client.create(DEPLOYMENTS, deployment("small", 3))
     with pytest.raises(ApiError) as e:
         await client.create(DEPLOYMENTS, deployment("big", 10))
-    assert e.value.code == 422 and e.value.message == \
-        "ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas' denied request: at most 5 replicas"
+    denied = "ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas' denied request: at most 5 replicas"
+    assert e.value.code == 422 and e.value.message == f'deployments.apps "big" is forbidden: {denied}'
+    assert e.value.status["details"] == {"name": "big", "group": "apps", "kind": "deployments",
+                                         "causes": [{"message": denied}]}  # upstream's admission.NewForbidden
     with pytest.raises(ApiError) as e:  # an update too, and the default message names the expression
         await client.patch(f"{DEPLOYMENTS}/small", {"metadata": {"labels": {"bad": "x"}}})
     assert "denied request: failed expression: !has(object.metadata.labels)" in e.value.message
@@ -176,7 +178,7 @@ async def test_policies_judge_token_requests_as_creates_of_serviceaccounts_token
     url = f"{resource_path('', 'v1', 'serviceaccounts', 'default')}/default/token"
     with pytest.raises(ApiError) as e:
         await client.create(url, {"spec": {"expirationSeconds": 7200}})
-    assert e.value.code == 422 and e.value.message == \
+    assert e.value.code == 422 and e.value.message == 'serviceaccounts "default" is forbidden: ' \
         "ValidatingAdmissionPolicy 'short-tokens' with binding 'short-tokens' denied request: an hour at most"
     issued = await client.create(url, {"spec": {}})
     assert issued["status"]["token"] and issued["spec"]["expirationSeconds"] == 3600

@@ -160,7 +160,8 @@ def test_a_validating_admission_policy_refuses_exec(api: Api, served: Serve) -> 
             break
         time.sleep(0.01)
     err = kubectl_failing(served, "exec", "-n", NS, "web", "--", "/bin/sh", "-c", "id")
-    assert err == "error: unable to upgrade connection: ValidatingAdmissionPolicy 'no-shells' with binding " \
+    assert err == "error: unable to upgrade connection: pods \"web\" is forbidden: ValidatingAdmissionPolicy " \
+                  "'no-shells' with binding " \
                   "'no-shells' denied request: no shells in web (exec, PodExecOptions)"
     r = api.http.post(f"{PODS}/web/exec", params={"command": "ls"}, headers=SPDY)  # not a shell: on to the dial
     assert r.status_code == 400 and r.json()["message"] == "pod web does not have a host assigned"

@@ -131,8 +131,9 @@ def test_kubectl_applies_a_policy_and_binding_defaulted_and_enforced(served: Ser
             break
         kubectl(served, "delete", "deployment", "big", "-n", "demo-test")
         time.sleep(0.05)
-    assert "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' " \
-           "denied request: failed expression: object.spec.replicas <= 5" in r.stderr
+    assert r.stderr == "error: failed to create deployment: deployments.apps \"big\" is forbidden: " \
+        "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' " \
+        "denied request: failed expression: object.spec.replicas <= 5\n"
     kubectl(served, "create", "deployment", "big", "-n", "default", "--image=nginx", "--replicas=6")
     bad = DEMO.split("---")[1].replace("[Deny]", "[Deny, Warn]").replace("demo-binding-test", "both")
     r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=bad, capture_output=True, text=True, env=env, timeout=60)
