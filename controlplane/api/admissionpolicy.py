@@ -25,8 +25,13 @@ Expressions are compiled once per text, with the CEL interpreter the DRA selecto
 A failed validation's message is its ``messageExpression``'s string, else its
 ``message``, else the expression.
 
-Not done: parameters (a policy with ``paramKind`` is not evaluated), ``authorizer``,
-and the policy's type-checking status.
+Parameters (``paramKind``, a binding's ``paramRef``) as ``api/policyparams.py`` resolves
+them: the policy evaluated once per param, ``params`` in every expression; a configuration
+error (none found under ``Deny``, a ``paramKind`` not served) refuses under ``failurePolicy:
+Fail``, whatever the binding's actions. A denial is upstream's ``admission.NewForbidden``
+Status, its code and reason the validation's (``forbidden_details``).
+
+Not done: ``authorizer``.
 """
 
 from __future__ import annotations

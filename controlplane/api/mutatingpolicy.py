@@ -35,8 +35,9 @@ Reinvocation, as upstream's: a policy with ``reinvocationPolicy: IfNeeded`` runs
 after the webhooks when they changed the object, or when a later policy did.
 
 Message constructions are rewritten into maps naming their type (``registry/celsyntax.py``):
-the interpreter parses them but cannot evaluate them. Not done: parameters (a policy with a
-``paramKind`` is not applied, as a validating one is not), the ``authorizer``, a webhook
+the interpreter parses them but cannot evaluate them. Parameters as a validating policy's
+(``api/policyparams.py``): applied once per param, ``params`` in every expression. Not done:
+the ``authorizer``, a webhook
 reinvoked after a policy's reinvocation changed the object, and the expressions' result types
 at the policy's write but for whole literals (``registry/mutatingpolicies.py``; the others are
 checked when they run).
