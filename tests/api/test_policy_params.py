@@ -260,3 +260,42 @@ async def test_a_mutating_policy_with_params(client: Client) -> None:
     assert e.value.code == 403 and e.value.message == (
         "policy \"unserved\" denied request: failed to configure policy: failed to find resource referenced by "
         "paramKind: 'rules.example.com/v1, Kind=Nothing'")
+
+
+async def test_a_param_is_read_in_the_version_its_kind_names(client: Client) -> None:
+    """A custom resource stored as v1 and served as v2 too: a ``paramKind`` of v2 reads it as v2."""
+    await client.create(CRDS, {"metadata": {"name": "quotas.rules.example.com"}, "spec": {
+        "group": "rules.example.com", "scope": "Cluster",
+        "names": {"plural": "quotas", "singular": "quota", "kind": "Quota"},
+        "versions": [{"name": name, "served": True, "storage": name == "v1", "schema": {"openAPIV3Schema": {
+            "type": "object", "properties": {"max": {"type": "integer"}}}}} for name in ("v1", "v2")]}})
+    v1 = resource_path("rules.example.com", "v1", "quotas")
+    for _ in range(500):
+        try:
+            await client.create(v1, {"apiVersion": "rules.example.com/v1", "kind": "Quota",
+                                     "metadata": {"name": "q"}, "max": 2})
+            break
+        except ApiError as e:
+            if e.code != 404:
+                raise
+            await asyncio.sleep(0.01)
+    await client.create(VAPS, validating(
+        "versioned", {"apiVersion": "rules.example.com/v2", "kind": "Quota"},
+        [{"expression": "object.spec.replicas <= params.max",
+          "messageExpression": "params.apiVersion + ' allows ' + string(params.max)"}]))
+    await bind(client, VAP_BINDINGS, "versioned", "versioned", validationActions=["Deny"],
+               paramRef={"name": "q", "parameterNotFoundAction": "Deny"})
+    with pytest.raises(ApiError) as e:
+        await client.create(DEPLOYMENTS, deployment("three", 3))
+    assert e.value.message.endswith("denied request: rules.example.com/v2 allows 2")
+    await client.patch(f"{VAP_BINDINGS}/versioned", {"spec": {"paramRef": {"namespace": "default"}}})
+    refusal = ""
+    for attempt in range(500):  # a cluster-scoped kind takes no namespace (once admission sees the change)
+        try:
+            await client.create(DEPLOYMENTS, deployment(f"one-{attempt}", 1))
+        except ApiError as e:
+            refusal = e.message
+            break
+        await asyncio.sleep(0.01)
+    assert refusal.endswith("failed to configure binding: paramRef.namespace must not be provided for a "
+                            "cluster-scoped `paramKind`")
