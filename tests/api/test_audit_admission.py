@@ -123,3 +123,39 @@ def test_a_policys_audit_action_and_audit_annotations(api: Api, audited: Serve) 
         {"message": "too many keys", "policy": "small-maps", "binding": "small-maps-audit", "expressionIndex": 1,
          "validationActions": ["Audit", "Warn"]}]
     assert notes["small-maps/keys"] == "2" and "small-maps/never" not in notes
+
+
+def test_a_policys_audit_annotations_of_several_params_are_joined(api: Api, audited: Serve) -> None:
+    """Each selected param evaluates the annotation; distinct values joined with ', ', as upstream's
+    auditAnnotationCollector."""
+    for name, tier in (("tier-a", "gold"), ("tier-b", "silver"), ("tier-c", "gold")):
+        r = api.http.post(f"/api/v1/namespaces/{NS}/configmaps", json={
+            "metadata": {"name": name, "labels": {"audit-param": "yes"}}, "data": {"tier": tier}})
+        assert r.status_code == 201, r.text
+        api.made.append(f"/api/v1/namespaces/{NS}/configmaps/{name}")
+    policy: dict[str, Any] = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "tiers"},
+        "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                 "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                         "operations": ["CREATE"], "resources": ["secrets"]}]},
+                 "validations": [{"expression": "true"}],
+                 "auditAnnotations": [{"key": "tier", "valueExpression": "params.data.tier"}]}}
+    binding: dict[str, Any] = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "tiers"},
+        "spec": {"policyName": "tiers", "validationActions": ["Audit"],
+                 "paramRef": {"selector": {"matchLabels": {"audit-param": "yes"}},
+                              "parameterNotFoundAction": "Allow"}}}
+    for path, obj in ((POLICIES, policy), (BINDINGS, binding)):
+        r = api.http.post(path, json=obj)
+        assert r.status_code == 201, r.text
+        api.made.append(f"{path}/{obj['metadata']['name']}")
+    for _ in range(200):  # (the binding is read from the watch cache)
+        r = api.http.post(f"/api/v1/namespaces/{NS}/secrets", json={"metadata": {"generateName": "tiered-"}})
+        assert r.status_code == 201, r.text
+        notes = completed(audited, r.headers["Audit-Id"])["annotations"]
+        if "tiers/tier" in notes:
+            break
+        time.sleep(0.05)
+    assert notes["tiers/tier"] == "gold, silver"  # tier-a, tier-b; tier-c's gold once
