@@ -275,8 +275,8 @@ async def test_a_param_is_read_in_the_version_its_kind_names(client: Client) -> 
             await client.create(v1, {"apiVersion": "rules.example.com/v1", "kind": "Quota",
                                      "metadata": {"name": "q"}, "max": 2})
             break
-        except ApiError as e:
-            if e.code != 404:
+        except ApiError as unserved:
+            if unserved.code != 404:
                 raise
             await asyncio.sleep(0.01)
     await client.create(VAPS, validating(
@@ -293,8 +293,8 @@ async def test_a_param_is_read_in_the_version_its_kind_names(client: Client) -> 
     for attempt in range(500):  # a cluster-scoped kind takes no namespace (once admission sees the change)
         try:
             await client.create(DEPLOYMENTS, deployment(f"one-{attempt}", 1))
-        except ApiError as e:
-            refusal = e.message
+        except ApiError as refused:
+            refusal = refused.message
             break
         await asyncio.sleep(0.01)
     assert refusal.endswith("failed to configure binding: paramRef.namespace must not be provided for a "
