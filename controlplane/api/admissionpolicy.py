@@ -138,7 +138,10 @@ def _message(validation: Obj, expression: str, context: Any) -> str:
     return str(validation.get("message") or f"failed expression: {expression}")
 
 
-class AdmissionPolicies:
+class BoundPolicies:
+    """A kind of admission policy and its bindings, as the watch caches hold them, and the
+    params they name: what the validating and the mutating dispatchers share."""
+
     def __init__(self, kube: KubeApi, policies: ResourceType, bindings: ResourceType) -> None:
         self.kube = kube
         self.policies = NamespacedObjects(kube, policies)
@@ -146,8 +149,12 @@ class AdmissionPolicies:
         self.params = PolicyParams(kube)
 
     def active(self) -> bool:
-        """Whether a write must ask ``check``: False only when no binding is stored (O(1))."""
+        """Whether a write must be dispatched: False only when no binding is stored (O(1))."""
         return not self.bindings.known_empty()
+
+
+class AdmissionPolicies(BoundPolicies):
+    """The ValidatingAdmissionPolicies' dispatcher (upstream's validating plugin)."""
 
     async def check(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
                     obj: Obj | None, old: Obj | None, subresource: str | None, user: User | None,

@@ -57,15 +57,13 @@ from ..registry.expressions import ExpressionError, evaluate
 from ..registry.shapes import Kind, Shape, custom_shape, shape_for
 from ..registry.typed import ShapeError, merge
 from ..registry.types import ResourceType
-from .admissionpolicy import AdmissionPolicies, forbidden_details
+from .admissionpolicy import AdmissionPolicies, BoundPolicies, forbidden_details
 from .errors import ApiError
 from .jsonpatches import apply as apply_json_patch
-from .namespaced import NamespacedObjects
-from .policyparams import ParamError, PolicyParams
+from .policyparams import ParamError
 
 if TYPE_CHECKING:
     from .rbac import User
-    from .rest import KubeApi
 
 __all__ = ["MutatingPolicies", "Reinvocation"]
 
@@ -97,16 +95,7 @@ class Reinvocation:
         return [b for b in self.invoked if b in self.again]
 
 
-class MutatingPolicies:
-    def __init__(self, kube: KubeApi, policies: ResourceType, bindings: ResourceType) -> None:
-        self.kube = kube
-        self.policies = NamespacedObjects(kube, policies)
-        self.bindings = NamespacedObjects(kube, bindings)
-        self.params = PolicyParams(kube)
-
-    def active(self) -> bool:
-        """Whether a write must ask ``mutate``: False only when no binding is stored (O(1))."""
-        return not self.bindings.known_empty()
+class MutatingPolicies(BoundPolicies):
 
     async def mutate(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
                      obj: Obj | None, old: Obj | None, subresource: str | None, user: User | None,
