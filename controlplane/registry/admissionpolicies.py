@@ -48,17 +48,15 @@ import orjson
 
 from .causes import Causes, duplicate, invalid, not_supported, objects, required
 from .policyspec import (
-    BASE_NAMES,
     compiled,
     condition_causes,
     default_match_resources,
     expression_causes,
-    failure_policy_causes,
     go_strings,
     match_resources_causes,
-    param_kind_causes,
     param_ref_causes,
     policy_name_causes,
+    policy_spec_causes,
     result_problem,
     variable_causes,
 )
@@ -104,19 +102,7 @@ def _default(spec: Obj) -> Obj:
 
 
 def _spec_causes(spec: Obj, name: str) -> Causes:
-    causes = failure_policy_causes(spec.get("failurePolicy"), "spec.failurePolicy")
-    declared = BASE_NAMES | {"authorizer"}
-    kind = spec.get("paramKind")
-    if kind is not None:
-        declared |= {"params"}
-        causes += param_kind_causes(kind, "spec.paramKind")
-    constraints = spec.get("matchConstraints")
-    if not isinstance(constraints, dict):
-        causes.append(required("spec.matchConstraints"))
-    else:
-        causes += match_resources_causes(constraints, "spec.matchConstraints")
-        if not constraints.get("resourceRules"):  # (they give the type checking its kinds)
-            causes.append(required("spec.matchConstraints.resourceRules"))
+    causes, declared, _ = policy_spec_causes(spec)
     causes += condition_causes(spec.get("matchConditions"), "spec.matchConditions", declared)
     if spec.get("variables"):
         declared |= {"variables"}  # (upstream compiles with composition only where there are variables)

@@ -30,15 +30,13 @@ from typing import Any
 
 from .causes import Causes, invalid, not_supported, objects, required
 from .policyspec import (
-    BASE_NAMES,
     condition_causes,
     default_match_resources,
     expression_causes,
-    failure_policy_causes,
     match_resources_causes,
-    param_kind_causes,
     param_ref_causes,
     policy_name_causes,
+    policy_spec_causes,
     variable_causes,
 )
 
@@ -58,19 +56,8 @@ def prepare_mutating_admission_policy(policy: Obj, old: Obj | None) -> Causes:
     if spec.get("failurePolicy") is None:
         spec["failurePolicy"] = "Fail"
     default_match_resources(spec.get("matchConstraints"))
-    causes: Causes = failure_policy_causes(spec["failurePolicy"], "spec.failurePolicy")
-    declared = BASE_NAMES | {"authorizer"}
-    kind = spec.get("paramKind")
-    if kind is not None:
-        declared |= {"params"}
-        causes += param_kind_causes(kind, "spec.paramKind")
-    constraints = spec.get("matchConstraints")
-    if not isinstance(constraints, dict):
-        causes.append(required("spec.matchConstraints"))
-    else:
-        causes += match_resources_causes(constraints, "spec.matchConstraints")
-        if not constraints.get("resourceRules"):
-            causes.append(required("spec.matchConstraints.resourceRules"))
+    causes, declared, constraints = policy_spec_causes(spec)
+    if constraints is not None:
         causes += _mutable_operations_causes(constraints, "spec.matchConstraints.resourceRules.operations")
     causes += condition_causes(spec.get("matchConditions"), "spec.matchConditions", declared)
     if spec.get("variables"):

@@ -28,6 +28,7 @@ from .causes import Causes, duplicate, forbidden, invalid, not_supported, object
 from .dnsnames import DNS1123_SUBDOMAIN, SUBDOMAIN_MESSAGE, dns1035_problems, path_segment_problems
 
 __all__ = ["BASE_NAMES", "FAILURE_POLICIES", "compiled", "condition_causes", "default_match_resources",
+           "policy_spec_causes",
            "expression_causes", "failure_policy_causes", "go_strings", "match_resources_causes",
            "param_kind_causes", "param_ref_causes", "policy_name_causes", "result_problem", "variable_causes"]
 
@@ -270,6 +271,27 @@ def variable_causes(variables: Any, path: str, declared: frozenset[str]) -> Caus
         causes += expression_causes(variable.get("expression"), f"{at}.expression", declared,
                                     "expression is not specified")
     return causes
+
+
+def policy_spec_causes(spec: Obj) -> tuple[Causes, frozenset[str], Obj | None]:
+    """What either kind of admission policy's spec begins with, in upstream's order: its
+    ``failurePolicy``, ``paramKind`` and ``matchConstraints`` (required, with ``resourceRules``,
+    which give the type checking its kinds). Also the names its expressions may use (``params``
+    with a ``paramKind``) and the constraints when they are an object."""
+    causes = failure_policy_causes(spec.get("failurePolicy"), "spec.failurePolicy")
+    declared = BASE_NAMES | {"authorizer"}
+    kind = spec.get("paramKind")
+    if kind is not None:
+        declared |= {"params"}
+        causes += param_kind_causes(kind, "spec.paramKind")
+    constraints = spec.get("matchConstraints")
+    if not isinstance(constraints, dict):
+        causes.append(required("spec.matchConstraints"))
+        return causes, declared, None
+    causes += match_resources_causes(constraints, "spec.matchConstraints")
+    if not constraints.get("resourceRules"):
+        causes.append(required("spec.matchConstraints.resourceRules"))
+    return causes, declared, constraints
 
 
 def param_kind_causes(kind: Any, path: str) -> Causes:
