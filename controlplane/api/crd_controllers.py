@@ -68,14 +68,25 @@ async def _remove_resources(crds: CustomResourceDefinitions, s: Store, name: str
                     await delete(storage, meta.get("namespace"), meta.get("name", ""))
         await asyncio.sleep(delay)
         delay = min(delay * 2, 2.0)
+    await _drop_finalizer(crds, s, name)
+
+
+async def _drop_finalizer(crds: CustomResourceDefinitions, s: Store, name: str) -> None:
+    """Remove the cleanup finalizer from the newest CRD, trying again (with a growing
+    delay) after every conflict until it is gone: upstream's finalizer returns on a
+    conflict, and the update that made it brings the CRD back to its queue."""
     key = crds.type.key(None, name)
-    for _attempt in range(16):
+    delay = 0.005
+    while True:
         kv = await s.get(key)
         if kv is None:
             return
         crd = orjson.loads(kv.value)
         meta = crd.setdefault("metadata", {})
-        meta["finalizers"] = [f for f in meta.get("finalizers", []) if f != CLEANUP_FINALIZER]
+        finalizers = meta.get("finalizers", [])
+        if CLEANUP_FINALIZER not in finalizers:
+            return  # someone removed it meanwhile
+        meta["finalizers"] = [f for f in finalizers if f != CLEANUP_FINALIZER]
         try:
             if meta["finalizers"]:
                 rev = await s.update(key, orjson.dumps(crd), kv.mod_revision)
@@ -86,7 +97,8 @@ async def _remove_resources(crds: CustomResourceDefinitions, s: Store, name: str
                 await reconsider_names(crds, s, crd.get("spec", {}).get("group"))
             return
         except (store.Conflict, store.NotFound):
-            continue
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 async def reconsider_names(crds: CustomResourceDefinitions, s: Store, group: Any) -> None:

@@ -6,8 +6,11 @@ import asyncio
 import copy
 from typing import Any
 
+import orjson
 import pytest
 
+import store
+from controlplane.api.crd_controllers import remove_resources
 from controlplane.api.crds import RETIRE_GRACE, CustomResourceDefinitions, scale_paths
 from controlplane.api.errors import ApiError
 from controlplane.api.fieldvalidation import request_scope, warning_headers
@@ -163,3 +166,60 @@ def test_scale_paths_come_from_the_crd(crds: CustomResourceDefinitions) -> None:
     assert with_spec_replicas(obj, 5, paths)["spec"]["size"] == 5
     builtin = crds._registry.get("apps", "v1", "deployments")
     assert builtin is not None and scale_paths(builtin).spec_replicas == ("spec", "replicas")
+
+
+async def test_the_cleanup_finalizer_is_removed_through_any_number_of_conflicts(
+        crds: CustomResourceDefinitions, tmp_path: Any) -> None:
+    """Another writer changes the terminating CRD between each of the finalizer's reads
+    and its write, 40 times in a row (each a real conflict in the store): the finalizer
+    reads the newest version again each time, and the CRD is gone once the writer stops.
+    It gave up after 16 conflicts, leaving the CRD Terminating for good."""
+    st = store.open(f"lmdb://{tmp_path}/store")
+    crd = definition()
+    terminate(crd)
+    crd["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    key = crds.type.key(None, "widgets.example.com")
+    interfering = 40
+    conflicts: list[int] = []
+
+    class Interfering:
+        """The store, but another writer bumps the CRD after each of the first reads of it."""
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(st, attr)
+
+        async def get(self, k: bytes, revision: int = 0) -> store.KeyValue | None:
+            nonlocal interfering
+            kv = await st.get(k, revision)
+            if k == key and kv is not None and interfering > 0:
+                interfering -= 1
+                other = orjson.loads(kv.value)
+                other["metadata"].setdefault("labels", {})["touched"] = str(interfering)
+                await st.update(key, orjson.dumps(other), kv.mod_revision)
+            return kv
+
+        async def update(self, k: bytes, value: bytes, expected_revision: int) -> int:
+            try:
+                return await st.update(k, value, expected_revision)
+            except store.Conflict:
+                conflicts.append(expected_revision)
+                raise
+
+        async def delete(self, k: bytes, expected_revision: int = 0) -> int:
+            try:
+                return await st.delete(k, expected_revision)
+            except store.Conflict:
+                conflicts.append(expected_revision)
+                raise
+
+    async def delete(*_: Any) -> None:
+        raise AssertionError("there are no custom resources to delete")
+
+    try:
+        crds.observe("widgets.example.com", crd, await st.create(key, orjson.dumps(crd)))
+        await asyncio.wait_for(remove_resources(crds, Interfering(), "widgets.example.com", delete), 30)  # type: ignore[arg-type]
+        assert len(conflicts) == 40
+        assert await st.get(key) is None
+        assert crds.get("widgets.example.com") is None
+    finally:
+        await st.close()
