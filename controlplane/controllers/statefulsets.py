@@ -34,7 +34,9 @@ as the volume of the template's name. Claims outlive their pods and the set
 unless ``persistentVolumeClaimRetentionPolicy`` says ``Delete``: ``whenDeleted``
 makes the set their owner, ``whenScaled`` the pod a scale-down removes (the
 garbage collector then deletes them with their owner), as upstream; a policy changed
-after the claims were made is carried over to them at the next sync (``claim_owners``).
+after the claims were made is carried over to them at the next sync (``claim_owners``),
+and a pending pod's missing claims are made again (upstream's createMissingPersistentVolumeClaims).
+A claim's create, delete or change of owners syncs its set (found by the claim's name).
 """
 
 from __future__ import annotations
@@ -173,11 +175,44 @@ class StatefulSetController(RevisionedSetController):
     def __init__(self, client: Client, workers: int = 2) -> None:
         super().__init__(client, workers, "statefulset-controller")
         self.sets = self._sets_informer("statefulsets")
-        self.claims = client.informer(resource_path("", "v1", "persistentvolumeclaims"))
+        self.claims = client.informer(resource_path("", "v1", "persistentvolumeclaims"), on_add=self._claim_changed,
+                                      on_update=self._claim_updated, on_delete=self._claim_changed)
 
     async def run(self) -> None:
         await run_controller("statefulset controller", (self.sets, self.pods, self.claims, self.history.informer),
                              self.queue, self._handle, self.workers)
+
+    # -- the claims' events
+    def _claim_changed(self, claim: dict[str, Any]) -> None:
+        """A claim made or deleted: its set, if it is one of a set's, is synced again (the
+        claim of a pod still pending made again, its owners set as the retention policy says).
+        Upstream's controller watches no claims and waits for its pods' next events."""
+        key = self._set_of_claim(claim)
+        if key is not None:
+            self.queue.add(f"{self.prefix}:{key}")
+
+    def _claim_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # only a change of owners: a claim's binding and status are not the set's concern
+        if meta_of(old).get("ownerReferences") != meta_of(new).get("ownerReferences"):
+            self._claim_changed(new)
+
+    def _set_of_claim(self, claim: Mapping[str, Any]) -> str | None:
+        """The key of the set whose claim ``<template>-<set>-<ordinal>`` this is, if any."""
+        meta = meta_of(claim)
+        namespace, name = meta.get("namespace"), str(meta.get("name", ""))
+        m = re.match(r"(.+)-(\d+)\Z", name)
+        if m is None:
+            return None
+        stem = m.group(1)
+        dash = stem.find("-")
+        while dash != -1:
+            key = f"{namespace}/{stem[dash + 1:]}"
+            sts = self.sets.items.get(key)
+            if sts is not None and any((t.get("metadata") or {}).get("name") == stem[:dash]
+                                       for t in (sts.get("spec") or {}).get("volumeClaimTemplates") or ()):
+                return key
+            dash = stem.find("-", dash + 1)
+        return None
 
     # -- a StatefulSet
     async def sync(self, key: str) -> None:
@@ -238,6 +273,8 @@ class StatefulSetController(RevisionedSetController):
                 if not plan.parallel:
                     return False
                 continue
+            if (pod.get("status") or {}).get("phase") == "Pending":  # its claims made again if deleted
+                await self._claims(sts, plan.start + index, missing_only=True)
             if not plan.parallel and (_terminating(pod) or not _available(pod, plan.min_ready)):
                 return False
             if not _terminating(pod):
@@ -341,8 +378,10 @@ class StatefulSetController(RevisionedSetController):
         self.events.record("StatefulSet", sts, "SuccessfulCreate",
                            f"create Pod {name} in StatefulSet {meta['name']} successful")
 
-    async def _claims(self, sts: dict[str, Any], ordinal: int) -> dict[str, str]:
-        """The claims of pod ``ordinal`` (volume name -> claim name), created if missing."""
+    async def _claims(self, sts: dict[str, Any], ordinal: int, missing_only: bool = False) -> dict[str, str]:
+        """The claims of pod ``ordinal`` (volume name -> claim name), created if missing;
+        ``missing_only``: only those the informer lacks (upstream's createMissingPersistentVolumeClaims,
+        for a pending pod)."""
         meta, spec = meta_of(sts), sts.get("spec") or {}
         policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
         selector = (spec.get("selector") or {}).get("matchLabels") or {}
@@ -352,6 +391,8 @@ class StatefulSetController(RevisionedSetController):
             volume = str(tmeta.get("name", ""))
             claim = f"{volume}-{meta['name']}-{ordinal}"
             claims[volume] = claim
+            if missing_only and f"{meta.get('namespace')}/{claim}" in self.claims.items:
+                continue
             cmeta: dict[str, Any] = {"name": claim, "namespace": meta.get("namespace"),
                                      "labels": {**(tmeta.get("labels") or {}), **selector}}
             if tmeta.get("annotations"):

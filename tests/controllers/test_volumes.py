@@ -198,6 +198,56 @@ async def test_a_retention_policy_changed_later_is_carried_over_to_the_claims(cl
     await until(released)
 
 
+async def test_a_claims_owners_changed_by_someone_else_are_put_back_at_once(client: Client) -> None:
+    """Under ``whenDeleted: Delete`` a claim is the set's; someone stripping its references
+    while the set's pods are quiet gets the set synced again by the claim's event, which
+    puts them back (no pod event was coming to do it)."""
+    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    sts = statefulset("kept", 1, volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {
+        "storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+                      persistentVolumeClaimRetentionPolicy={"whenScaled": "Retain", "whenDeleted": "Delete"})
+    uid = (await client.create(SETS, sts))["metadata"]["uid"]
+    await until(lambda: rolled_out(client, "kept"))
+    await until(lambda: _is(client, f"{PVCS}/data-kept-0", "Bound"))
+    await asyncio.sleep(0.5)  # the pod's last events handled
+    await client.patch(f"{PVCS}/data-kept-0", {"metadata": {"ownerReferences": None}})
+
+    async def owned_again() -> bool:
+        refs = (await client.get(f"{PVCS}/data-kept-0"))["metadata"].get("ownerReferences") or []
+        return [(r["kind"], r["uid"]) for r in refs] == [("StatefulSet", uid)]
+
+    await until(owned_again, timeout=10)
+
+
+async def test_the_claim_of_a_pending_pod_deleted_is_made_again(client: Client) -> None:
+    """A pod that cannot be scheduled stays Pending; its claim deleted (its protection
+    finalizer forced off) is made again, as upstream's createMissingPersistentVolumeClaims,
+    once the claim's deletion brings the set back."""
+    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    sts = statefulset("stuck", 1, volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {
+        "storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}])
+    sts["spec"]["template"]["spec"]["nodeSelector"] = {"nowhere": "true"}
+    await client.create(SETS, sts)
+    await until(lambda: _is(client, f"{PODS}/stuck-0", "Pending"))
+    await until(lambda: _unschedulable_because(client, "stuck-0"))
+    old = await client.get(f"{PVCS}/data-stuck-0")
+    await asyncio.sleep(0.5)  # the pod's last events handled
+    await client.delete(f"{PVCS}/data-stuck-0")
+    await client.patch(f"{PVCS}/data-stuck-0", {"metadata": {"finalizers": None}})
+
+    async def made_again() -> bool:
+        try:
+            pvc = await client.get(f"{PVCS}/data-stuck-0")
+        except ApiError as e:
+            if e.code == 404:
+                return False
+            raise
+        return bool(pvc["metadata"]["uid"] != old["metadata"]["uid"])
+
+    await until(made_again, timeout=10)
+    assert await phase(client, f"{PODS}/stuck-0") == "Pending"
+
+
 async def test_a_claim_in_use_waits_for_its_pod_before_it_goes(client: Client) -> None:
     await client.create(CLASSES, {"metadata": {"name": "std"}, "provisioner": "example.com/csi"})
     pvc = await client.create(PVCS, claim("held", storageClassName="std"))
