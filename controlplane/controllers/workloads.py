@@ -13,7 +13,11 @@ garbage collector that their objects need, as one API client.
 - **Deployment**: one ReplicaSet per pod template, named
   ``<deployment>-<pod-template-hash>``, with the ``pod-template-hash`` label
   added to its selector, template and labels, and the
-  ``deployment.kubernetes.io/revision`` annotation. ``RollingUpdate`` scales the
+  ``deployment.kubernetes.io/revision`` annotation. The new ReplicaSet is the oldest
+  whose template is the Deployment's (upstream's FindNewReplicaSet); a name taken by a
+  ReplicaSet not the Deployment's or of another template is a hash collision: its
+  ``status.collisionCount`` goes up and the hash (so the name) changes with it, as
+  upstream's getNewReplicaSet. ``RollingUpdate`` scales the
   new ReplicaSet up within ``maxSurge`` and the old ones down within
   ``maxUnavailable`` (25% each by default: surge rounded up, unavailable down);
   ``Recreate`` scales the old ones to zero first. Status as upstream:
@@ -425,9 +429,9 @@ class WorkloadController:
         spec = d.get("spec") or {}
         template = spec.get("template") or {}
         replicas = _replicas(d)
-        pod_hash = pod_template_hash(template)
-        new_rs = next((rs for rs in sets.values() if (meta_of(rs).get("labels") or {}).get(HASH_LABEL) == pod_hash),
-                      None)
+        collisions = int((d.get("status") or {}).get("collisionCount") or 0)
+        pod_hash = pod_template_hash(template, collisions)
+        new_rs = _new_replicaset(sets.values(), template)
         old_sets = [rs for rs in sets.values() if rs is not new_rs and not meta_of(rs).get("deletionTimestamp")]
         # the new ReplicaSet's revision is one past every other's: one brought back (rollout
         # undo, a template changed back) takes the next revision, its old one kept in the history
@@ -499,9 +503,34 @@ class WorkloadController:
         except ApiError as e:
             if e.code != 409:
                 raise
-            # a ReplicaSet of that name exists but is not this template's (upstream bumps collisionCount)
-            log.warning("workload controller: replicaset %s exists with another template", name)
+            await self._name_taken(d, name)
         return None
+
+    async def _name_taken(self, d: dict[str, Any], name: str) -> None:
+        """A ReplicaSet ``name`` exists. Made by an earlier sync of ours (its event on its way):
+        nothing to do. Another's, or another template's: a hash collision, and as upstream's
+        getNewReplicaSet the Deployment's ``status.collisionCount`` goes up by one (a write
+        conditional on the version read), so its next sync names the ReplicaSet by a new hash."""
+        meta = meta_of(d)
+        namespace = meta.get("namespace")
+        try:
+            rs = await self.client.get(resource_path("apps", "v1", "replicasets", namespace, name))
+        except ApiError as e:
+            if e.code == 404:  # gone meanwhile: the next sync creates it
+                self.queue.add("deployment:" + key_of(d))
+                return
+            raise
+        template = (d.get("spec") or {}).get("template") or {}
+        if controller_uid(rs, "Deployment") == meta.get("uid") and \
+                _same_template((rs.get("spec") or {}).get("template") or {}, template):
+            return
+        collisions = int((d.get("status") or {}).get("collisionCount") or 0)
+        await self.client.patch(
+            resource_path("apps", "v1", "deployments", namespace, meta.get("name"), "status"),
+            {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+             "status": {"collisionCount": collisions + 1}})
+        log.info("workload controller: hash collision for deployment %s/%s (replicaset %s): collisionCount %d -> %d",
+                 namespace, meta.get("name"), name, collisions, collisions + 1)
 
     async def _scale(self, rs: dict[str, Any], replicas: int, d: dict[str, Any], max_replicas: int) -> None:
         meta = meta_of(rs)
@@ -685,6 +714,32 @@ class WorkloadController:
         await self.client.patch(path + "/status", {"status": {
             **{k: (v or None) if k != "conditions" else v for k, v in status.items()},
             "terminatingReplicas": terminating}})
+
+
+def _without_hash(template: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod template without its ``pod-template-hash`` label, empty maps left out (upstream's
+    semantic equality takes an empty map for a missing one)."""
+    out = {k: v for k, v in template.items() if k != "metadata"}
+    meta = {k: v for k, v in (template.get("metadata") or {}).items() if k != "labels" and v not in (None, {})}
+    labels = {k: v for k, v in ((template.get("metadata") or {}).get("labels") or {}).items() if k != HASH_LABEL}
+    if labels:
+        meta["labels"] = labels
+    if meta:
+        out["metadata"] = meta
+    return out
+
+
+def _same_template(rs_template: Mapping[str, Any], template: Mapping[str, Any]) -> bool:
+    """Whether a ReplicaSet's template is ``template`` but for the hash label (upstream's EqualIgnoreHash)."""
+    return _without_hash(rs_template) == _without_hash(template)
+
+
+def _new_replicaset(sets: Iterable[dict[str, Any]], template: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The oldest of ``sets`` whose template is ``template`` (upstream's FindNewReplicaSet): found by
+    its template, not its name, so one named under an earlier ``collisionCount`` is still the new one."""
+    ordered = sorted(sets, key=lambda rs: (meta_of(rs).get("creationTimestamp") or "", meta_of(rs).get("name", "")))
+    return next((rs for rs in ordered if _same_template((rs.get("spec") or {}).get("template") or {}, template)),
+                None)
 
 
 def _active_or_latest(new_rs: dict[str, Any] | None, old_sets: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -314,6 +314,40 @@ async def test_a_template_brought_back_takes_the_next_revision_and_annotations_f
     assert {p["spec"]["containers"][0]["image"] for p in live(await pods_of(c, "undo"))} == {"nginx:1.27"}
 
 
+async def test_a_replicaset_name_taken_by_another_bumps_the_collision_count(client: Client) -> None:
+    """A ReplicaSet named as the Deployment's new one would be, not its own and of another
+    template: the Deployment's ``status.collisionCount`` goes to 1 and its ReplicaSet is named
+    by the hash with that count (upstream's getNewReplicaSet); the other one is left alone, and
+    the controller's own ReplicaSet, once made, bumps nothing more."""
+    c = client
+    d = await c.create(DEPLOYMENTS, deployment("clash", 2, paused=True))
+    first = f"clash-{pod_template_hash(d['spec']['template'])}"
+    squatter = deployment("squat", 1)["spec"]
+    squatter["selector"]["matchLabels"][HASH_LABEL] = "x"
+    squatter["template"]["metadata"]["labels"][HASH_LABEL] = "x"
+    await c.create(REPLICASETS, {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                 "metadata": {"name": first}, "spec": squatter})
+    await c.patch(f"{DEPLOYMENTS}/clash", {"spec": {"paused": False}})
+    await until(lambda: rolled_out(c, "clash"))
+    d = await c.get(f"{DEPLOYMENTS}/clash")
+    assert d["status"]["collisionCount"] == 1
+    second = f"clash-{pod_template_hash(d['spec']['template'], 1)}"
+    assert second != first
+    rs = await c.get(f"{REPLICASETS}/{second}")
+    assert rs["metadata"]["ownerReferences"][0]["uid"] == d["metadata"]["uid"]
+    assert rs["spec"]["template"]["metadata"]["labels"][HASH_LABEL] == second.removeprefix("clash-")
+    assert len(live(await pods_of(c, "clash"))) == 2
+    other = await c.get(f"{REPLICASETS}/{first}")
+    assert not other["metadata"].get("ownerReferences") and other["spec"]["template"]["metadata"]["labels"]["app"] \
+        == "squat"
+    # scaled, the Deployment keeps its ReplicaSet (found by its template) and its count
+    await c.patch(f"{DEPLOYMENTS}/clash", {"spec": {"replicas": 3}})
+    await until(lambda: rolled_out(c, "clash"))
+    assert (await c.get(f"{DEPLOYMENTS}/clash"))["status"]["collisionCount"] == 1
+    names = {r["metadata"]["name"] for r in (await c.list(REPLICASETS))["items"]}
+    assert names >= {first, second} and not any(n.startswith("clash-") for n in names - {first, second})
+
+
 async def test_pods_being_deleted_are_counted_as_terminating_replicas(client: Client) -> None:
     """DeploymentReplicaSetTerminatingReplicas (KEP-3973, beta and on since 1.35): a ReplicaSet
     counts its pods being deleted that have not finished, its Deployment sums them; 0, not
