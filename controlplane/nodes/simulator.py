@@ -142,6 +142,8 @@ _NODE_CONDITIONS = (
     ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
 )
 HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
+RETRY_AFTER = 1.0  # seconds before a one-off write that failed (a 5xx, 429, a timeout) is made again
+
 # the kubelet's pod events are written apart, at most this many at once, so that they never hold
 # the writers the heartbeats and pods' status need (as the scheduler's event lane, scheduler/writer.py)
 EVENT_CONCURRENCY = 16
@@ -184,6 +186,10 @@ def _yaml(v: Any, indent: int = 0) -> str:
     text = yaml.safe_dump(v, default_flow_style=False, sort_keys=True).rstrip("\n")
     pad = "  " * int(indent)
     return "\n".join(pad + line for line in text.split("\n"))
+
+
+async def _done() -> None:
+    """A write with nothing left to do (one tried again after its node went)."""
 
 
 class _Node:
@@ -472,9 +478,22 @@ class NodeSimulator:
             if node is not None and node.stage_gen == gen:
                 self._write(lambda: self._apply_node_stage(name, gen))
 
-    def _write(self, job: Callable[[], Awaitable[None]], priority: int = 2) -> None:
+    def _write(self, job: Callable[[], Awaitable[None]], priority: int = 2, retry: bool = False) -> None:
+        """Queue ``job``. ``retry``: a one-off write (no timer or event is sure to make it again)
+        that fails for the server's sake (a 5xx, a 429, no answer in time) is queued again
+        ``RETRY_AFTER`` seconds later, as the stages are; it must read what it writes afresh."""
         self._seq += 1
-        self._writes.put_nowait((priority, self._seq, job))
+        self._writes.put_nowait((priority, self._seq, self._retrying(job, priority) if retry else job))
+
+    def _retrying(self, job: Callable[[], Awaitable[None]], priority: int) -> Callable[[], Awaitable[None]]:
+        async def attempt() -> None:
+            try:
+                await job()
+            except (ApiError, httpx.TransportError, OSError) as e:
+                if not isinstance(e, ApiError) or e.code >= 500 or e.code == 429:
+                    asyncio.get_running_loop().call_later(RETRY_AFTER, self._write, job, priority, True)
+                raise
+        return attempt
 
     async def _writer(self) -> None:
         while True:
@@ -721,10 +740,12 @@ class NodeSimulator:
             untracked(part)
         self.nodes[name] = node
         if patch_spec:  # the node IPAM controller's part
-            self._write(lambda: self._patch_pod_cidr(name, cidr))
-        self._write(lambda: self._ensure_lease(name, meta.get("uid")))
+            self._write(lambda: self._patch_pod_cidr(name, cidr), retry=True)
+        self._write(lambda: self._ensure_lease(name, meta.get("uid")) if self._still(name, node) else _done(),
+                    retry=True)
         if self.config.csi_nodes:
-            self._write(lambda: self._ensure_csi_node(name, meta.get("uid")))
+            self._write(lambda: self._ensure_csi_node(name, meta.get("uid")) if self._still(name, node) else _done(),
+                        retry=True)
         self.rota.add(name)  # renewed each time its batch comes round
         now = time.monotonic()
         if self.status_reports:
@@ -761,9 +782,11 @@ class NodeSimulator:
             self.cidrs.release(node.cidr)
             if node.uid:  # the garbage collector's part: the Lease (and CSINode) is owned by the Node
                 self._write(lambda: self._delete_owned(
-                    resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name), node.uid))
+                    resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name), node.uid),
+                    retry=True)
                 if self.config.csi_nodes:
-                    self._write(lambda: self._delete_owned(resource_path(*CSI_NODES, name=name), node.uid))
+                    self._write(lambda: self._delete_owned(resource_path(*CSI_NODES, name=name), node.uid),
+                                retry=True)
 
     async def _delete_owned(self, path: str, owner: str) -> None:
         """Delete the object at ``path`` of a deleted Node, if that Node owned it (not one of the
@@ -777,7 +800,14 @@ class NodeSimulator:
             if e.code not in (404, 409):
                 raise
 
+    def _still(self, name: str, node: _Node) -> bool:
+        """Whether ``node`` is still the simulator's node ``name`` (for a write tried again)."""
+        return self.nodes.get(name) is node
+
     async def _patch_pod_cidr(self, name: str, cidr: str) -> None:
+        node = self.nodes.get(name)
+        if node is None or node.cidr != cidr:
+            return  # gone since, or another node of that name (a write tried again)
         await self.client.patch(resource_path("", "v1", "nodes", name=name),
                                 {"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}}, patch_type="merge")
 
@@ -1113,11 +1143,21 @@ class NodeSimulator:
             for key in list(self.pods_by_node.get(name, ())):
                 pod = self.pod_informer.items.get(key)
                 if pod is not None:
-                    self._pod_seen(pod)
-                    if self.builtin_stages:
-                        await self._ready_again(pod)
+                    self._pod_seen(pod)  # (its Ready condition put back, if it was taken)
 
         self._write(recover)
+
+    async def _ready_again_now(self, key: str) -> None:
+        """``_ready_again`` for the pod ``key`` as the informer shows it now."""
+        pod = self.pod_informer.items.get(key)
+        if pod is None:
+            self._readying.discard(key)
+            return
+        node = self.nodes.get((pod.get("spec") or {}).get("nodeName") or "")
+        if node is None or node.failed:  # (its recovery looks again)
+            self._readying.discard(key)
+            return
+        await self._ready_again(pod)
 
     async def _ready_again(self, pod: dict[str, Any]) -> None:
         """A running pod whose Ready condition someone else turned False while the kubelet was
@@ -1191,7 +1231,7 @@ class NodeSimulator:
                 node.pod_ips.release(st.ip)
         if self.builtin_stages and key not in self._readying and _unreadied(pod):
             self._readying.add(key)
-            self._write(lambda: self._ready_again(pod), POD)
+            self._write(lambda: self._ready_again_now(key), POD, retry=True)
         if self.pod_events is not None and not st.stopping and (pod.get("metadata") or {}).get("deletionTimestamp"):
             st.stopping = True
             self._pulls.pop(key, None)

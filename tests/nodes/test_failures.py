@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 
@@ -274,6 +275,45 @@ async def _phase(client: Client, name: str) -> str | None:
 
 async def _eq(awaitable: Any, want: Any) -> bool:
     return bool(await awaitable == want)
+
+
+async def test_a_ready_condition_put_back_is_written_again_after_a_server_error(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Someone turns a running pod's Ready False (as MarkPodsNotReady); the kubelet's write putting it
+    back fails with a 500, then a timeout: it is made again a second later each time (nothing else
+    would: the pod is quiet), as a stage's is. It was dropped and the pod stayed not Ready."""
+    from controlplane.nodes.simulator import NodeSimulator
+
+    armed: list[bool] = []
+    failed: list[str] = []
+    real_kubelet = NodeSimulator._kubelet
+
+    class FailingKubelet:
+        def __init__(self, inner: Client) -> None:
+            self.inner = inner
+
+        async def patch(self, path: str, body: Any, **kw: Any) -> dict[str, Any]:
+            if armed and path.endswith("/pods/quiet/status") and len(failed) < 2:
+                failed.append(path)
+                if len(failed) == 1:
+                    raise ApiError(500, "InternalError", "etcdserver: request timed out")
+                raise httpx.ReadTimeout("timed out")
+            return await self.inner.patch(path, body, **kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(NodeSimulator, "_kubelet", lambda sim, node: FailingKubelet(real_kubelet(sim, node)))
+    async with simulating(client, fast(count=1)):
+        await client.create(PODS, pod("quiet", "sim-node-0"))
+        await eventually(lambda: _eq(_pod_ready(client, "quiet"), "True"))
+        await asyncio.sleep(0.5)  # its stages done: no more writes of its own
+        armed.append(True)
+        now = "2026-12-06T00:00:00Z"
+        await client.patch(f"{PODS}/quiet/status", {"status": {"conditions": [
+            {"type": "Ready", "status": "False", "lastTransitionTime": now}]}}, patch_type="strategic")
+        await eventually(lambda: _eq(_pod_ready(client, "quiet"), "True"), timeout=10)
+        assert len(failed) == 2
 
 
 def test_the_kubelet_puts_back_only_a_ready_condition_it_would_compute_true() -> None:
