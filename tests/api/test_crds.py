@@ -217,7 +217,7 @@ async def test_the_cleanup_finalizer_is_removed_through_any_number_of_conflicts(
 
     try:
         crds.observe("widgets.example.com", crd, await st.create(key, orjson.dumps(crd)))
-        await asyncio.wait_for(remove_resources(crds, Interfering(), "widgets.example.com", delete), 30)  # type: ignore[arg-type]
+        await asyncio.wait_for(remove_resources(crds, Interfering(), "widgets.example.com", delete), 30)
         assert len(conflicts) == 40
         assert await st.get(key) is None
         assert crds.get("widgets.example.com") is None
