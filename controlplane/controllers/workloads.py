@@ -303,7 +303,12 @@ class WorkloadController:
         uid = str(meta.get("uid", ""))
         if await self._adopt(rs, "ReplicaSet", "", "pods"):
             return  # the adopted pods' events requeue this ReplicaSet
+        # the status counts the pods as they were before this sync's creates and deletes (upstream's
+        # calculateStatus of the lists manageReplicas got): ``owned`` is the informer's own view,
+        # which a delete's event may change before the delete returns (a pod counted both active
+        # and terminating)
         active = [p for p in owned.values() if _active(p)]
+        terminating = sum(1 for p in owned.values() if _terminating(p))
         diff = _replicas(rs) - len(active)
         namespace = meta.get("namespace")
         # upstream's manageReplicas error: the status still gets written, with the ReplicaFailure
@@ -338,7 +343,7 @@ class WorkloadController:
                 if not isinstance(errors[0], ApiError):
                     raise errors[0]
                 failure = errors[0]
-        await self._replicaset_status(rs, active, sum(1 for p in owned.values() if _terminating(p)),
+        await self._replicaset_status(rs, active, terminating,
                                       ("FailedCreate" if diff > 0 else "FailedDelete", failure.message)
                                       if failure is not None else None)
         if failure is not None:

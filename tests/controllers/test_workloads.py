@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
+from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
-from controlplane.controllers.workloads import HASH_LABEL, REVISION, pod_template_hash
+from controlplane.config import Config
+from controlplane.controllers.workloads import HASH_LABEL, REVISION, WorkloadController, pod_template_hash
 from tests.controllers.helpers import until
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
@@ -371,3 +374,76 @@ async def test_pods_being_deleted_are_counted_as_terminating_replicas(client: Cl
     (gone,) = [p for p in await pods_of(c, "term") if p["metadata"].get("deletionTimestamp")]
     await c.delete(f"{PODS}/{gone['metadata']['name']}", {"gracePeriodSeconds": 0}, gracePeriodSeconds="0")
     await until(lambda: terminating(0))
+
+
+async def test_a_replicaset_status_counts_its_pods_as_they_were_before_its_deletes(tmp_path: Path) -> None:
+    """The pod a scale-down deletes is seen being deleted (its event) before the delete returns,
+    as in process it can be: the status that sync writes still counts the pods as the sync found
+    them (2 replicas, 0 terminating: upstream's calculateStatus of the lists manageReplicas got),
+    never 2 replicas and 1 terminating, which its Deployment summed as 2 and 1; the next sync
+    writes 1 and 1."""
+    config = Config(data_dir=tmp_path / "data", tls=False, nodes=0, controllers=("*", "-replicaset-controller"))
+    app = create_app(config)
+    async with app.router.lifespan_context(app):
+        client = Client.in_process(app.state.front)
+        ctl = WorkloadController(client, deployments=False, collects=False)
+        written: list[dict[str, Any]] = []
+        real = ctl.rs_client
+
+        class EventFirst:
+            """The ReplicaSet controller's client: a pod delete returns once the informer shows it."""
+
+            async def delete(self, path: str, *args: Any, **kw: Any) -> Any:
+                got = await real.delete(path, *args, **kw)
+                key = "default/" + path.rsplit("/", 1)[1]
+                await until(lambda: _shown_deleted(ctl, key))
+                return got
+
+            async def patch(self, path: str, body: Any, **kw: Any) -> Any:
+                if path.endswith("/status"):
+                    written.append(body["status"])
+                return await real.patch(path, body, **kw)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+        ctl.rs_client = EventFirst()  # type: ignore[assignment]
+        running = [asyncio.create_task(i.run()) for i in (ctl.replicasets, ctl.pods)]
+        try:
+            for i in (ctl.replicasets, ctl.pods):
+                await i.synced.wait()
+            body = deployment("held", 2)["spec"]
+            body["template"]["metadata"]["finalizers"] = ["example.com/hold"]  # its pods stay terminating
+            await client.create(REPLICASETS, {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "metadata": {"name": "held"}, "spec": body})
+            await until(lambda: _shown(ctl, "default/held", 1))
+            await ctl.sync_replicaset("default/held")
+            await until(lambda: _owns(ctl, "default/held", 2))
+            await client.patch(f"{REPLICASETS}/held", {"spec": {"replicas": 1}})
+            await until(lambda: _shown(ctl, "default/held", 2))
+            written.clear()
+            await ctl.sync_replicaset("default/held")
+            assert [(w.get("replicas"), w.get("terminatingReplicas")) for w in written] == [(2, 0)]
+            await ctl.sync_replicaset("default/held")
+            assert [(w.get("replicas"), w.get("terminatingReplicas")) for w in written] == [(2, 0), (1, 1)]
+        finally:
+            for t in running:
+                t.cancel()
+            for p in (await client.list(PODS, labelSelector="app=held"))["items"]:
+                await client.patch(f"{PODS}/{p['metadata']['name']}", {"metadata": {"finalizers": None}})
+
+
+async def _shown(ctl: WorkloadController, key: str, generation: int) -> bool:
+    rs = ctl.replicasets.items.get(key)
+    return rs is not None and rs["metadata"].get("generation") == generation
+
+
+async def _owns(ctl: WorkloadController, key: str, count: int) -> bool:
+    rs = ctl.replicasets.items[key]
+    pods = ctl.pods_of.of(rs["metadata"]["uid"])
+    return len(pods) == count and not ctl.expectations.waiting(rs["metadata"]["uid"])
+
+
+async def _shown_deleted(ctl: WorkloadController, key: str) -> bool:
+    pod = ctl.pods.items.get(key)
+    return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
