@@ -56,7 +56,6 @@ from .history import REVISION_HASH
 from .ownership import key_of, meta_of
 from .readiness import available as pods_available
 from .revisioned import RevisionedSetController
-from .workloads import pod_template_hash
 
 if TYPE_CHECKING:
     from controlplane.config import Config
@@ -212,9 +211,15 @@ class DaemonSetController(RevisionedSetController):
         template = spec.get("template") or {}
         template_spec = template.get("spec") or {}
         tolerations = daemon_tolerations(template_spec)
-        current_hash = pod_template_hash(template)
         running = {str((meta_of(p).get("labels") or {}).get(REVISION_HASH, "")) for p in owned.values()}
-        await self.history.record(ds, template, {f"{meta.get('name', '')}-{h}" for h in running})
+        revision, _, collisions = await self.history.record(ds, template,
+                                                            {f"{meta.get('name', '')}-{h}" for h in running})
+        # the pods' hash is their revision's (named with the collision count: upstream's label of it)
+        current_hash = revision.removeprefix(f"{meta.get('name', '')}-")
+        if collisions != int((ds.get("status") or {}).get("collisionCount") or 0):
+            await self.client.patch(resource_path("apps", "v1", "daemonsets", meta.get("namespace"),
+                                                  meta.get("name"), "status"),
+                                    {"status": {"collisionCount": collisions}})
         generation = int(meta.get("generation", 1) or 1)
         cached = self._wanted.get(uid)
         if cached is not None and cached[:2] == (generation, self._nodes_version):

@@ -14,7 +14,10 @@ which is what ``kubectl rollout undo`` sends back. Revisions are numbered from 1
 going back to a template that has a revision makes that revision the newest again
 (its number is raised past the others), as upstream. Revisions beyond the set's
 ``revisionHistoryLimit`` (default 10), oldest first, are deleted unless pods still
-run them.
+run them. A set's revision is found by its data, whatever its name; a new one whose name
+is taken by a revision of other data (not the set's, or another template's) is named again
+with the set's ``status.collisionCount`` raised, which the set's controller writes, as
+upstream's CreateControllerRevision.
 """
 
 from __future__ import annotations
@@ -85,39 +88,32 @@ class History:
         return {_key(r): r for r in self.of(uid)}
 
     async def record(self, owner: Mapping[str, Any], template: Mapping[str, Any], in_use: Iterable[str] = ()
-                     ) -> tuple[str, int]:
-        """The revision of ``owner``'s current ``template`` (created, or made newest): its name and
-        number. Old revisions past the history limit go, except those named in ``in_use``."""
+                     ) -> tuple[str, int, int]:
+        """The revision of ``owner``'s current ``template`` (created, or made newest): its name,
+        number and the owner's collision count. Old revisions past the history limit go, except
+        those named in ``in_use``. The revision is found by its data, whatever its name (upstream's
+        FindEqualRevisions); a new one is named by the hash of the template and the owner's
+        ``status.collisionCount``, which goes up while the name is another revision's of other
+        data (upstream's CreateControllerRevision): the caller writes the count it gets back."""
         meta, spec = meta_of(owner), owner.get("spec") or {}
         namespace, uid = meta.get("namespace", ""), str(meta.get("uid", ""))
-        hash_ = pod_template_hash(dict(template))
-        name = f"{meta.get('name', '')}-{hash_}"
+        collisions = int((owner.get("status") or {}).get("collisionCount") or 0)
+        held = {"spec": {"template": {**template, "$patch": "replace"}}}  # (a copy only to create one)
         revisions = self.of(uid)
         newest = max((int(r.get("revision", 0)) for r in revisions), default=0)
-        mine = next((r for r in revisions if meta_of(r).get("name") == name), None)
+        mine = next((r for r in reversed(revisions) if r.get("data") == held), None)
         path = resource_path("apps", "v1", "controllerrevisions", namespace)
         if mine is None:
             number = newest + 1
-            rmeta: Obj = {
-                "name": name, "namespace": namespace,
-                "labels": {**((template.get("metadata") or {}).get("labels") or {}), REVISION_HASH: hash_},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": self.kind, "name": meta.get("name"),
-                                     "uid": uid, "controller": True, "blockOwnerDeletion": True}]}
-            if meta.get("annotations"):
-                rmeta["annotations"] = dict(meta["annotations"])
-            body = {"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": rmeta,
-                    "data": revision_data(template), "revision": number}
-            try:
-                await self.client.create(path, body)
-            except ApiError as e:
-                if e.code != 409:  # created by an earlier sync whose event is on its way
-                    raise
+            name, collisions = await self._create(owner, template, revision_data(template), number, collisions)
         elif int(mine.get("revision", 0)) < newest:  # back to an older template: it is the newest again
+            name = meta_of(mine).get("name", "")
             # only the number changes: the revision keeps the annotations it was made with (its
             # change-cause), as upstream's UpdateControllerRevision
             number = newest + 1
             await self.client.patch(f"{path}/{name}", {"revision": number})
         else:
+            name = meta_of(mine).get("name", "")
             number = int(mine.get("revision", 0))
         limit = spec.get("revisionHistoryLimit")
         limit = DEFAULT_HISTORY_LIMIT if limit is None else int(limit)
@@ -129,7 +125,42 @@ class History:
             except ApiError as e:
                 if e.code != 404:
                     raise
-        return name, number
+        return name, number, collisions
+
+    async def _create(self, owner: Mapping[str, Any], template: Mapping[str, Any], data: Obj, number: int,
+                      collisions: int) -> tuple[str, int]:
+        """Create revision ``number`` of ``template``: the name of the revision that holds it (one
+        of the same data already there under its name counts as made) and the collision count."""
+        meta = meta_of(owner)
+        namespace, uid = meta.get("namespace", ""), str(meta.get("uid", ""))
+        path = resource_path("apps", "v1", "controllerrevisions", namespace)
+        while True:
+            hash_ = pod_template_hash(dict(template), collisions)
+            name = f"{meta.get('name', '')}-{hash_}"
+            rmeta: Obj = {
+                "name": name, "namespace": namespace,
+                "labels": {**((template.get("metadata") or {}).get("labels") or {}), REVISION_HASH: hash_},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": self.kind, "name": meta.get("name"),
+                                     "uid": uid, "controller": True, "blockOwnerDeletion": True}]}
+            if meta.get("annotations"):
+                rmeta["annotations"] = dict(meta["annotations"])
+            body = {"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": rmeta,
+                    "data": data, "revision": number}
+            try:
+                await self.client.create(path, body)
+                return name, collisions
+            except ApiError as e:
+                if e.code != 409:
+                    raise
+            try:
+                there = await self.client.get(f"{path}/{name}")
+            except ApiError as e:
+                if e.code == 404:
+                    continue  # gone meanwhile: made again
+                raise
+            if there.get("data") == data:  # an earlier sync's, whose event is on its way
+                return name, collisions
+            collisions += 1
 
 
 def _key(obj: Mapping[str, Any]) -> str:

@@ -234,7 +234,7 @@ class StatefulSetController(RevisionedSetController):
         status = sts.get("status") or {}
         in_use = {_revision(p) for p in owned.values()} | {str(status.get("currentRevision") or "")}
         template = (sts.get("spec") or {}).get("template") or {}
-        update_revision, _ = await self.history.record(sts, template, in_use - {""})
+        update_revision, _, collisions = await self.history.record(sts, template, in_use - {""})
         replicas = [by_ordinal.get(plan.start + i) for i in range(plan.replicas)]
         condemned = [(o, by_ordinal[o]) for o in sorted(by_ordinal, reverse=True)
                      if not plan.start <= o < plan.start + plan.replicas]
@@ -242,9 +242,9 @@ class StatefulSetController(RevisionedSetController):
             if not meta.get("deletionTimestamp"):
                 await self._converge(sts, plan, replicas, condemned, update_revision)
         except ApiError:  # the status even if a pod's write failed (upstream's performUpdate), then the error
-            await self._write_status(sts, by_ordinal, plan.replicas, update_revision)
+            await self._write_status(sts, by_ordinal, plan.replicas, update_revision, collisions)
             raise
-        await self._write_status(sts, by_ordinal, plan.replicas, update_revision)
+        await self._write_status(sts, by_ordinal, plan.replicas, update_revision, collisions)
 
     async def _converge(self, sts: dict[str, Any], plan: Plan, replicas: list[dict[str, Any] | None],
                         condemned: list[tuple[int, dict[str, Any]]], update_revision: str) -> None:
@@ -441,7 +441,7 @@ class StatefulSetController(RevisionedSetController):
                                          f"{meta_of(sts)['name']} successful")
 
     async def _write_status(self, sts: dict[str, Any], by_ordinal: dict[int, dict[str, Any]], replicas: int,
-                            update_revision: str) -> None:
+                            update_revision: str, collisions: int) -> None:
         # as upstream's computeReplicaStatus: replicas, ready and available count every pod
         # created, terminating ones too (a pod in its grace period still runs); current and
         # updated only the pods that are not terminating
@@ -462,7 +462,7 @@ class StatefulSetController(RevisionedSetController):
         status = {"replicas": len(created), "readyReplicas": ready, "availableReplicas": available,
                   "currentReplicas": current, "updatedReplicas": updated, "currentRevision": current_revision,
                   "updateRevision": update_revision, "observedGeneration": meta_of(sts).get("generation", 1),
-                  "collisionCount": old.get("collisionCount", 0)}
+                  "collisionCount": collisions}
         # (collisionCount is a pointer upstream always sets: 0 is written, not left out)
         if "collisionCount" in old and all(old.get(k, 0) == v for k, v in status.items()):
             return

@@ -8,11 +8,13 @@ from typing import Any
 
 from controlplane.client import Client
 from controlplane.controllers.history import REVISION_HASH
+from controlplane.controllers.workloads import pod_template_hash
 from tests.controllers.helpers import until
 from tests.controllers.test_daemonsets import DAEMONSETS, daemonset
 from tests.controllers.test_statefulsets import SETS, pods, rolled_out, statefulset
 
 REVISIONS = "/apis/apps/v1/namespaces/default/controllerrevisions"
+PODS = "/api/v1/namespaces/default/pods"
 
 
 async def revisions(c: Client, owner: str) -> dict[int, dict[str, Any]]:
@@ -73,3 +75,59 @@ async def test_a_daemonset_records_a_revision_per_template(client: Client) -> No
     history = await until(lambda: _numbered(c, "agent", [1, 2]))
     assert image_of(history[2]) == "agent:2"
     assert history[2]["metadata"]["labels"][REVISION_HASH] in history[2]["metadata"]["name"]
+
+
+async def _squat(c: Client, plural: str, body: dict[str, Any]) -> str:
+    """The name the set ``body`` would give its first revision (its template as the API stores
+    it, read from a twin with no pods), taken by a ControllerRevision of other data that no set
+    owns and no selector matches."""
+    twin = {**body, "metadata": {"name": body["metadata"]["name"] + "-twin"}}
+    if plural == "statefulsets":
+        twin["spec"] = {**twin["spec"], "replicas": 0}
+    else:  # a DaemonSet's pods only on nodes that do not exist
+        twin["spec"] = {**twin["spec"], "template": {**twin["spec"]["template"], "spec": {
+            **twin["spec"]["template"]["spec"], "nodeSelector": {"nowhere": "true"}}}}
+    stored = await c.create(f"/apis/apps/v1/namespaces/default/{plural}", twin)
+    template = stored["spec"]["template"]
+    if plural == "daemonsets":
+        template["spec"].pop("nodeSelector")
+    await c.delete(f"/apis/apps/v1/namespaces/default/{plural}/{twin['metadata']['name']}")
+    name = f"{body['metadata']['name']}-{pod_template_hash(template)}"
+    await c.create(REVISIONS, {"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                               "metadata": {"name": name, "labels": {"app": "squatter"}},
+                               "data": {"spec": {"template": {"$patch": "replace", "metadata": {}}}}, "revision": 1})
+    return name
+
+
+async def test_a_revision_name_taken_by_another_bumps_the_sets_collision_count(client: Client) -> None:
+    """The name of a set's new revision is a ControllerRevision of other data, not the set's: its
+    ``status.collisionCount`` goes to 1 and the revision is named by the hash with that count, its
+    pods labelled with it (upstream's CreateControllerRevision); the other revision is left alone.
+    It was taken for the set's own and its pods labelled with a revision it did not hold."""
+    c = client
+    sts = statefulset("coll", 1)
+    taken = await _squat(c, "statefulsets", sts)
+    await c.create(SETS, sts)
+    await until(lambda: rolled_out(c, "coll"))
+    got = await c.get(f"{SETS}/coll")
+    assert got["status"]["collisionCount"] == 1
+    revision = f"coll-{pod_template_hash(got['spec']['template'], 1)}"
+    assert got["status"]["updateRevision"] == revision != taken
+    assert (await pods(c, "coll"))["coll-0"]["metadata"]["labels"][REVISION_HASH] == revision
+    assert [r["metadata"]["name"] for r in (await revisions(c, "coll")).values()] == [revision]
+    assert not (await c.get(f"{REVISIONS}/{taken}"))["metadata"].get("ownerReferences")
+    # a DaemonSet's the same way, its pods labelled with the new revision's hash
+    ds = daemonset("dcoll")
+    taken = await _squat(c, "daemonsets", ds)
+    await c.create(DAEMONSETS, ds)
+
+    async def collided() -> bool:
+        d = await c.get(f"{DAEMONSETS}/dcoll")
+        return bool((d.get("status") or {}).get("collisionCount") == 1 and d["status"].get("numberReady"))
+
+    await until(collided)
+    d = await c.get(f"{DAEMONSETS}/dcoll")
+    hash_ = pod_template_hash(d["spec"]["template"], 1)
+    assert [r["metadata"]["name"] for r in (await revisions(c, "dcoll")).values()] == [f"dcoll-{hash_}"]
+    daemon_pods = (await c.list(PODS, labelSelector="app=dcoll"))["items"]
+    assert daemon_pods and {p["metadata"]["labels"][REVISION_HASH] for p in daemon_pods} == {hash_}
