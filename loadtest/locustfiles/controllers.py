@@ -91,7 +91,12 @@ class ReplicaSetController(KubeUser):
         self._last_resync = 0.0
         self._last_running = 0.0  # when one of its pods was last seen turn Running
         self.ensure("namespaces", objects.namespace(self.ns))
-        self.ensure("replicasets", objects.replicaset(self.ns, self.rs, self.selector, 0), self.ns, group="apps")
+        # the ReplicaSet whose status this user writes, as its controller would; it selects none of
+        # the pods (they carry no owner reference: one naming a ReplicaSet that does not exist gets
+        # them collected), so a server's own ReplicaSet controller does not adopt them and scale
+        # them down to its 0 replicas
+        self.ensure("replicasets", objects.replicaset(self.ns, self.rs, {"loadtest/replicaset": self.rs}, 0), self.ns,
+                    group="apps")
         self.reflector = Reflector(self, "pods", self.ns, label_selector=f"loadtest/controller={self.rs}",
                                    on_event=self._pod_event, on_list=self._pods_listed)
         self.reflector.start()
