@@ -241,6 +241,23 @@ def _reason(status: int, parsed: dict[str, Any] | None, error: object) -> str:
 # what geventhttpclient raises when the server had closed a pooled connection
 _IDLE_CLOSED = frozenset({"HTTPConnectionClosed", "ConnectionResetError", "BrokenPipeError"})
 
+# client-go's rest client sends a request again when the server answers 429 (or a 5xx) with a
+# Retry-After header, after that many seconds, at most 10 times (request.go's checkWait,
+# maxRetries): what API Priority and Fairness's rejections ask of every client
+MAX_RETRIES = 10
+
+
+def _retry_after(resp: Any) -> float | None:
+    """The seconds a 429 or 5xx answer's ``Retry-After`` asks to wait, else None."""
+    status = resp.status_code or 0
+    if status != 429 and not 500 <= status < 600:
+        return None
+    try:
+        value = (resp.headers or {}).get("Retry-After")
+        return max(float(value), 0.0) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
 _PATCH_TYPES = {
     "merge": "application/merge-patch+json",
     "strategic": "application/strategic-merge-patch+json",
@@ -340,7 +357,10 @@ class KubeUser(FastHttpUser):
         A request that finds its pooled connection closed by the server (an idle
         keep-alive connection the server timed out) is sent again once on a new
         connection, as Go's HTTP transport does for a connection that died while
-        idle; the retry is counted under EXPECTED and the latency covers both."""
+        idle; the retry is counted under EXPECTED and the latency covers both. A 429 or 5xx
+        with a ``Retry-After`` (API Priority and Fairness's rejection) is sent again after it, at
+        most ``MAX_RETRIES`` times, as client-go's rest client does; each retry is counted under
+        EXPECTED and the latency covers them all."""
         headers = self.headers  # first: it remakes the session when the client certificate changed
         session = self.client
         url = session._build_url(path + ("?" + urlencode(query) if query else ""))
@@ -355,6 +375,13 @@ class KubeUser(FastHttpUser):
         resp = session._send_request_safe_mode(method, url, payload=data, headers=headers)
         if (resp.status_code or 0) == 0 and type(getattr(resp, "error", None)).__name__ in _IDLE_CLOSED:
             fire_expected(f"reconnect {name}")
+            resp = session._send_request_safe_mode(method, url, payload=data, headers=headers)
+        for _ in range(MAX_RETRIES):
+            wait = _retry_after(resp)
+            if wait is None or (resp.status_code or 0) in expected:
+                break
+            fire_expected(f"retried {resp.status_code} {name}")
+            gevent.sleep(wait)
             resp = session._send_request_safe_mode(method, url, payload=data, headers=headers)
         status = resp.status_code or 0
         if status == 401:
