@@ -52,10 +52,9 @@ async def test_bound_pod_runs_with_kubelet_status(client: Client) -> None:
         assert await phase(client, "unbound") == "Pending"
 
 
-async def test_a_stage_whose_status_write_times_out_is_tried_again(client: Client,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kubelet's status write of a stage times out (the client's timeout on a loaded server, not
-    an ApiError): the stage is run again, not lost with the pod left Pending for good."""
+def _first_patch_times_out(monkeypatch: pytest.MonkeyPatch, suffix: str) -> list[str]:
+    """The simulated kubelets' first patch of a path ending in ``suffix`` times out (the client's
+    timeout on a loaded server, not an ApiError); the list gets that path once it has."""
     from controlplane.nodes.simulator import NodeSimulator
 
     failed: list[str] = []
@@ -66,7 +65,7 @@ async def test_a_stage_whose_status_write_times_out_is_tried_again(client: Clien
             self.inner = inner
 
         async def patch(self, path: str, body: Any, **kw: Any) -> dict[str, Any]:
-            if path.endswith("/pods/web/status") and not failed:
+            if path.endswith(suffix) and not failed:
                 failed.append(path)
                 raise httpx.ReadTimeout("timed out")
             return await self.inner.patch(path, body, **kw)
@@ -75,6 +74,14 @@ async def test_a_stage_whose_status_write_times_out_is_tried_again(client: Clien
             return getattr(self.inner, name)
 
     monkeypatch.setattr(NodeSimulator, "_kubelet", lambda sim, node: SlowKubelet(real_kubelet(sim, node)))
+    return failed
+
+
+async def test_a_stage_whose_status_write_times_out_is_tried_again(client: Client,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubelet's status write of a stage times out (the client's timeout on a loaded server, not
+    an ApiError): the stage is run again, not lost with the pod left Pending for good."""
+    failed = _first_patch_times_out(monkeypatch, "/pods/web/status")
     async with simulating(client, fast()):
         await client.create(PODS, pod("web", "sim-node-0"))
         await eventually(lambda: _is(client, "web", "Running"))
@@ -421,25 +428,7 @@ async def test_a_node_stage_whose_status_write_times_out_is_tried_again(client: 
     """As a pod's: a node stage whose write fails is run again, since no event of the node may come
     to draw it (here the node's status is the stages' alone: no status report changes it, and the
     node stays without a Ready condition)."""
-    from controlplane.nodes.simulator import NodeSimulator
-
-    failed: list[str] = []
-    real_kubelet = NodeSimulator._kubelet
-
-    class SlowKubelet:
-        def __init__(self, inner: Client) -> None:
-            self.inner = inner
-
-        async def patch(self, path: str, body: Any, **kw: Any) -> dict[str, Any]:
-            if path.endswith("/nodes/sim-node-0/status") and not failed:
-                failed.append(path)
-                raise httpx.ReadTimeout("timed out")
-            return await self.inner.patch(path, body, **kw)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
-    monkeypatch.setattr(NodeSimulator, "_kubelet", lambda sim, node: SlowKubelet(real_kubelet(sim, node)))
+    failed = _first_patch_times_out(monkeypatch, "/nodes/sim-node-0/status")
     # the stage a second after the node's creation, when its set-up writes (each an event that
     # would draw it again) are done
     ref = "  resourceRef: {apiGroup: v1, kind: Node}\n"
