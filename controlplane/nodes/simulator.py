@@ -1311,14 +1311,32 @@ class NodeSimulator:
         st.ephemeral_pulls = pulls or None
         if not changed:
             return False
-        body: dict[str, Any] = {"ephemeralContainerStatuses": ephemeral.ephemeral_statuses(reported, changed)}
+        uid = st.uid
+        self._write(lambda: self._write_ephemeral(key, uid, changed), POD, retry=True)
+        return True
+
+    async def _write_ephemeral(self, key: str, uid: str, changed: dict[str, dict[str, Any]]) -> None:
+        """The ephemeral containers' statuses ``changed`` written onto the pod's statuses as the
+        informer shows them now (so a write tried again after a failure keeps what others wrote
+        since), with its observed generation. A change overtaken meanwhile is left out: a waiting
+        one whose container has started since, a running one the pod already reports."""
+        pod, st = self.pod_informer.items.get(key), self.pods.get(key)
+        if pod is None or st is None or st.uid != uid or (pod.get("metadata") or {}).get("uid") != uid:
+            return
+        reported = [s for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or ()
+                    if isinstance(s, dict)]
+        states = {s.get("name"): s.get("state") or {} for s in reported}
+        fresh = {name: status for name, status in changed.items()
+                 if not ("running" in states.get(name, ()) or "terminated" in states.get(name, ()))
+                 and ("running" in (status.get("state") or {}) or name not in st.ephemeral)}
+        if not fresh:
+            return
+        body: dict[str, Any] = {"ephemeralContainerStatuses": ephemeral.ephemeral_statuses(reported, fresh)}
         observed = observe_patch(pod)  # (the containers added made a new generation)
         if observed is not None:
             body.update(observed["status"])
         ns, name = key.split("/", 1)
-        path = resource_path("", "v1", "pods", ns, name, "status")
-        self._write(lambda: self._patch_quietly(path, {"status": body}, "strategic"), POD)
-        return True
+        await self._patch_quietly(resource_path("", "v1", "pods", ns, name, "status"), {"status": body}, "strategic")
 
     def _ephemeral_pulled(self, key: str, uid: str) -> None:
         """An ephemeral container's image pull is done: the pod looked at again."""
@@ -1330,44 +1348,57 @@ class NodeSimulator:
     def _resize(self, key: str, node_name: str, pod: dict[str, Any]) -> bool:
         """A running pod's in-place resize (``resize``): actuated if the node has room, else
         Pending (Infeasible or Deferred); once actuated, its InProgress condition removed.
-        (One write queued a version of the pod: its resourceVersion is the patch's precondition.)
+        The write decides again from the pod as it is then (its resourceVersion is the patch's
+        precondition), and is tried again if it fails for the server's sake.
         Whether a write was queued."""
-        generation = (pod.get("metadata") or {}).get("generation")
-        if not isinstance(generation, int) or generation <= 1:
-            return False  # never resized (most pods: one look at a number)
-        retry = False
-        if not wants_resize(pod):
-            patch = settled_patch(pod)
-            retry = patch is not None  # a resize done (a shrink among them): the Deferred ones may fit now
-        else:
-            allocatable = ((self.node_informer.items.get(node_name) or {}).get("status") or {}).get("allocatable")
-            if not allocatable:
-                return False  # the node's status not seen yet: decided when the pod is seen again
-            others = (self.pod_informer.items.get(k) for k in self.pods_by_node.get(node_name, ()) if k != key)
-            reason, message = resize_decision(pod, allocatable, (p for p in others
-                                                                      if p is not None and not _terminal(p)))
-            patch = resize_patch(pod, reason, message, now_rfc3339())
+        patch, settled = self._resize_patch(node_name, key, pod)
         if patch is None:
             return False
-        ns, name = key.split("/", 1)
-        path = resource_path("", "v1", "pods", ns, name, "status")
-        self._write(lambda: self._patch_quietly(path, patch), POD)
-        if retry:
+        self._write(lambda: self._write_resize(key, node_name), POD, retry=True)
+        if settled:
             self._retry_deferred(node_name)
         return True
+
+    def _resize_patch(self, node_name: str, key: str, pod: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+        """The status patch ``pod``'s resize needs now (None if none), and whether it settles a
+        resize done (a shrink among them: the node's Deferred ones may fit now)."""
+        generation = (pod.get("metadata") or {}).get("generation")
+        if not isinstance(generation, int) or generation <= 1:
+            return None, False  # never resized (most pods: one look at a number)
+        if not wants_resize(pod):
+            patch = settled_patch(pod)
+            return patch, patch is not None
+        allocatable = ((self.node_informer.items.get(node_name) or {}).get("status") or {}).get("allocatable")
+        if not allocatable:
+            return None, False  # the node's status not seen yet: decided when the pod is seen again
+        others = (self.pod_informer.items.get(k) for k in self.pods_by_node.get(node_name, ()) if k != key)
+        reason, message = resize_decision(pod, allocatable, (p for p in others
+                                                                  if p is not None and not _terminal(p)))
+        return resize_patch(pod, reason, message, now_rfc3339()), False
+
+    async def _write_resize(self, key: str, node_name: str) -> None:
+        pod = self.pod_informer.items.get(key)
+        if pod is None or (pod.get("spec") or {}).get("nodeName") != node_name:
+            return
+        patch, _ = self._resize_patch(node_name, key, pod)
+        if patch is not None:
+            ns, name = key.split("/", 1)
+            await self._patch_quietly(resource_path("", "v1", "pods", ns, name, "status"), patch)
 
     def _observe(self, key: str, pod: dict[str, Any]) -> None:
         """A running pod whose spec changed (a new generation) with nothing else to write: its
         status says the kubelet saw it (``observed.observe_patch``), as a kubelet's next sync
-        does. (Most pods: one look at two numbers.)"""
-        if generation_of(pod) == (pod.get("status") or {}).get("observedGeneration"):
-            return
-        patch = observe_patch(pod)
-        if patch is None:
-            return
-        ns, name = key.split("/", 1)
-        path = resource_path("", "v1", "pods", ns, name, "status")
-        self._write(lambda: self._patch_quietly(path, patch, "strategic"), POD)
+        does; the write reads the pod afresh, and is tried again if it fails for the server's
+        sake. (Most pods: one look at two numbers.)"""
+        if observe_patch(pod) is not None:
+            self._write(lambda: self._write_observed(key), POD, retry=True)
+
+    async def _write_observed(self, key: str) -> None:
+        pod = self.pod_informer.items.get(key)
+        patch = None if pod is None else observe_patch(pod)
+        if patch is not None:
+            ns, name = key.split("/", 1)
+            await self._patch_quietly(resource_path("", "v1", "pods", ns, name, "status"), patch, "strategic")
 
     def _retry_deferred(self, node_name: str) -> None:
         """A pod left ``node_name``, or a resize on it is done: its Deferred resizes are decided

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 
@@ -54,6 +55,26 @@ async def app(tmp_path: Path) -> AsyncIterator[FastAPI]:
 async def client(app: FastAPI) -> AsyncIterator[Client]:
     async with Client.in_process(app.state.front) as c:
         yield c
+
+
+class FirstPatchTimesOut:
+    """``client`` whose first patch of a path ending in ``suffix`` whose body holds ``marker``
+    (anywhere in its JSON) times out: the client's timeout on a loaded server, not an ApiError.
+    ``failed`` gets that path once it has; everything else goes to ``client``."""
+
+    def __init__(self, client: Client, suffix: str, marker: str) -> None:
+        self.inner, self.suffix, self.marker = client, suffix, marker
+        self.failed: list[str] = []
+
+    async def patch(self, path: str, body: Any, *args: Any, **kw: Any) -> dict[str, Any]:
+        if not self.failed and path.endswith(self.suffix) and self.marker in repr(body):
+            self.failed.append(path)
+            raise httpx.ReadTimeout("timed out")
+        got: dict[str, Any] = await self.inner.patch(path, body, *args, **kw)
+        return got
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def fast(**kw: Any) -> SimConfig:

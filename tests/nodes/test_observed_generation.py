@@ -11,7 +11,7 @@ from controlplane.client import Client
 from controlplane.nodes.observed import observe_patch
 from controlplane.nodes.stages import load_stages
 
-from .conftest import PODS, eventually, fast, pod, simulating
+from .conftest import PODS, FirstPatchTimesOut, eventually, fast, pod, simulating
 from .test_kwok_fast_stages import STAGES as KWOK_FAST_STAGES
 
 Obj = dict[str, Any]
@@ -46,6 +46,26 @@ async def test_a_running_pod_reports_its_generation_and_its_spec_changes(client:
         debugged = await eventually(lambda: at(client, "o", "Running", 3))
         assert debugged["status"]["ephemeralContainerStatuses"][0]["name"] == "dbg"
         assert generations(debugged)["Ready"] == 3
+
+
+async def test_the_writes_of_a_spec_change_that_time_out_are_written_again(client: Client) -> None:
+    """The kubelet's report of a new generation, and of an ephemeral container started, each time
+    out once (a loaded server): each is written again from the pod as it is then."""
+    slow = FirstPatchTimesOut(client, "/pods/o/status", "'observedGeneration': 2")
+    async with simulating(slow, fast(count=1)):  # type: ignore[arg-type]  # (a Client in all but name)
+        await client.create(PODS, pod("o", "sim-node-0"))
+        await eventually(lambda: at(client, "o", "Running", 1))
+        await client.patch(f"{PODS}/o", {"spec": {"activeDeadlineSeconds": 600}})
+        await eventually(lambda: at(client, "o", "Running", 2))
+        assert slow.failed == [f"{PODS}/o/status"]
+        slow.failed.clear()
+        slow.marker = "ephemeralContainerStatuses"
+        await client.patch(f"{PODS}/o/ephemeralcontainers", {"spec": {"ephemeralContainers": [
+            {"name": "dbg", "image": "registry.k8s.io/pause:3.10"}]}}, "strategic")
+        debugged = await eventually(lambda: at(client, "o", "Running", 3))
+        assert slow.failed == [f"{PODS}/o/status"]
+        [status] = debugged["status"]["ephemeralContainerStatuses"]
+        assert status["name"] == "dbg" and "running" in status["state"]
 
 
 async def test_a_pod_waiting_for_its_image_and_a_finished_one_report_theirs(client: Client) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from controlplane.client import Client
 from controlplane.nodes.resize import resize_decision, resize_patch, settled_patch, wants_resize
 
-from .conftest import PODS, eventually, fast, pod, simulating
+from .conftest import PODS, FirstPatchTimesOut, eventually, fast, pod, simulating
 
 Obj = dict[str, Any]
 
@@ -61,6 +61,25 @@ async def test_a_resize_that_fits_is_actuated_and_reported(client: Client) -> No
         assert got["status"]["observedGeneration"] == 2
         assert condition(got, "PodResizePending") is None
         assert condition(got, "Ready")["observedGeneration"] == 2  # type: ignore[index]  # the kubelet's own too
+
+
+async def test_a_resize_whose_status_write_times_out_is_written_again(client: Client) -> None:
+    """The kubelet's write of an actuated resize times out (a loaded server): it is decided and
+    written again from the pod as it is then, not lost with the pod's statuses left behind its spec."""
+    slow = FirstPatchTimesOut(client, "/pods/r/status", "PodResizeInProgress")
+    async with simulating(slow, fast()):  # type: ignore[arg-type]  # (a Client in all but name)
+        await client.create(PODS, with_cpu("r", "100m"))
+        await eventually(lambda: running(client, "r"))
+        await resize(client, "r", "200m")
+
+        async def actuated() -> bool:
+            got: Obj = await client.get(f"{PODS}/r")
+            return bool(got["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "200m"
+                        and got["status"].get("observedGeneration") == 2
+                        and condition(got, "PodResizeInProgress") is None)
+
+        await eventually(actuated)
+        assert slow.failed == [f"{PODS}/r/status"]
 
 
 async def test_a_resize_beyond_the_node_is_infeasible_and_one_without_room_deferred(client: Client) -> None:
