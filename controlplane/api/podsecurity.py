@@ -36,6 +36,7 @@ from typing import Any
 
 __all__ = ["Configuration", "DEFAULT_CONFIGURATION", "load_configuration", "LABEL_PREFIX", "LEVELS", "Policy",
            "LevelVersion", "policy_of", "label_causes", "evaluate", "forbidden_detail", "pod_message",
+           "PodEvaluation", "evaluate_pod", "version_label", "prioritize_pods",
            "workload_template", "significant_pod_update", "namespace_warnings", "WORKLOAD_RESOURCES",
            "MAX_PODS_TO_CHECK", "POD_CHECK_SECONDS"]
 
@@ -746,20 +747,52 @@ def forbidden_reason(failed: list[tuple[str, str]]) -> str:
     return ", ".join(reason for reason, _ in failed)
 
 
-def pod_message(policy: Policy, meta: Meta, spec: Spec, enforce: bool) -> tuple[str | None, list[str]]:
-    """What a pod (or a template, ``enforce`` False) gets: the refusal's message (None:
-    admitted) and the warnings, as upstream's ``EvaluatePod``: no warning beside a refusal;
-    an evaluation shared by modes at the same level and version. (The audit mode's
-    annotations: ``audit_annotations``, when the request is audited.)"""
+@dataclass(frozen=True, slots=True)
+class PodEvaluation:
+    """What upstream's ``EvaluatePod`` makes of a pod (or a template, not enforced): the refusal's
+    message (None: admitted), the warnings, the audit mode's violation (None: none), and the
+    decisions its metrics record, ``(decision, policy, mode)``: the enforce mode's allow or
+    deny (pods only), and a deny of the audit and warn modes when they are violated."""
+
+    refusal: str | None
+    warnings: list[str]
+    audit_violation: str | None
+    decisions: list[tuple[str, LevelVersion, str]]
+
+
+def evaluate_pod(policy: Policy, meta: Meta, spec: Spec, enforce: bool) -> PodEvaluation:
+    """A pod (or a template, ``enforce`` False) evaluated at each mode's level, as upstream's
+    ``EvaluatePod``: no warning beside a refusal; one evaluation shared by modes at the same
+    level and version."""
     results: dict[LevelVersion, list[tuple[str, str]]] = {}
+    decisions: list[tuple[str, LevelVersion, str]] = []
+    refusal = None
     if enforce:
         failed = results[policy.enforce] = evaluate(policy.enforce, meta, spec)
         if failed:
-            return f"violates PodSecurity {_q(str(policy.enforce))}: {forbidden_detail(failed)}", []
-    failed = results[policy.warn] if policy.warn in results else evaluate(policy.warn, meta, spec)
+            refusal = f"violates PodSecurity {_q(str(policy.enforce))}: {forbidden_detail(failed)}"
+        decisions.append(("deny" if failed else "allow", policy.enforce, "enforce"))
+    if policy.audit in results:
+        failed = results[policy.audit]
+    else:
+        failed = results[policy.audit] = evaluate(policy.audit, meta, spec)
+    audit_violation = None
     if failed:
-        return None, [f"would violate PodSecurity {_q(str(policy.warn))}: {forbidden_detail(failed)}"]
-    return None, []
+        audit_violation = f"would violate PodSecurity {_q(str(policy.audit))}: {forbidden_detail(failed)}"
+        decisions.append(("deny", policy.audit, "audit"))
+    warnings = []
+    if refusal is None:
+        failed = results[policy.warn] if policy.warn in results else evaluate(policy.warn, meta, spec)
+        if failed:
+            warnings.append(f"would violate PodSecurity {_q(str(policy.warn))}: {forbidden_detail(failed)}")
+            decisions.append(("deny", policy.warn, "warn"))
+    return PodEvaluation(refusal, warnings, audit_violation, decisions)
+
+
+def pod_message(policy: Policy, meta: Meta, spec: Spec, enforce: bool) -> tuple[str | None, list[str]]:
+    """The refusal's message (None: admitted) and the warnings of ``evaluate_pod``."""
+    evaluation = evaluate_pod(policy, meta, spec, enforce)
+    return evaluation.refusal, evaluation.warnings
 
 
 EXEMPT_ANNOTATION = LABEL_PREFIX + "exempt"  # the audit annotations upstream's plugin adds
@@ -767,17 +800,23 @@ ENFORCE_POLICY_ANNOTATION = LABEL_PREFIX + "enforce-policy"
 AUDIT_VIOLATIONS_ANNOTATION = LABEL_PREFIX + "audit-violations"
 
 
-def audit_annotations(policy: Policy, meta: Meta, spec: Spec, enforce: bool) -> dict[str, str]:
+def audit_annotations(policy: Policy, evaluation: PodEvaluation, enforce: bool) -> dict[str, str]:
     """The audit annotations of an evaluated pod (or template, ``enforce`` False), as upstream's
     ``EvaluatePod``: the enforced policy (pods only) and, when the audit level is violated, the
     violations: ``would violate PodSecurity "restricted:latest": ...`` (the audit mode's only output)."""
     out = {ENFORCE_POLICY_ANNOTATION: str(policy.enforce)} if enforce else {}
-    if policy.audit.level != "privileged":
-        failed = evaluate(policy.audit, meta, spec)
-        if failed:
-            out[AUDIT_VIOLATIONS_ANNOTATION] = \
-                f"would violate PodSecurity {_q(str(policy.audit))}: {forbidden_detail(failed)}"
+    if evaluation.audit_violation is not None:
+        out[AUDIT_VIOLATIONS_ANNOTATION] = evaluation.audit_violation
     return out
+
+
+def version_label(lv: LevelVersion, server_minor: int) -> str:
+    """The ``policy_version`` label of upstream's ``pod_security_evaluations_total``: ``latest``
+    for latest and for privileged (always effectively latest), ``future`` past the server's
+    own version, else ``v1.N``."""
+    if lv.version is None or lv.level == "privileged":
+        return "latest"
+    return f"v1.{lv.version}" if lv.version <= server_minor else "future"
 
 
 def workload_template(group: str, plural: str, obj: Mapping[str, Any]) -> tuple[Meta, Spec] | None:
@@ -827,6 +866,30 @@ def tightens(new: Policy, old: Policy) -> bool:
                 and _strictness(new.enforce.level) <= _strictness(old.enforce.level))
 
 
+def prioritize_pods(pods: Sequence[Mapping[str, Any]],
+                    exempt_runtime_classes: frozenset[str] = frozenset()) -> list[Mapping[str, Any]]:
+    """The pods a namespace's new enforce level is checked against, in upstream's order
+    (``prioritizePods``): those of an exempt runtime class left out; one pod of each controller
+    (and every pod without one) first, in the order given, the controllers' other pods after."""
+    first: list[Mapping[str, Any]] = []
+    later: list[Mapping[str, Any]] = []
+    controllers: set[Any] = set()
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        if spec.get("runtimeClassName") and spec.get("runtimeClassName") in exempt_runtime_classes:
+            continue
+        owner = next((ref for ref in (pod.get("metadata") or {}).get("ownerReferences") or ()
+                      if isinstance(ref, Mapping) and ref.get("controller") is True), None)
+        if owner is None:
+            first.append(pod)
+        elif owner.get("uid") in controllers:
+            later.append(pod)
+        else:
+            controllers.add(owner.get("uid"))
+            first.append(pod)
+    return first + later
+
+
 def namespace_warnings(namespace: str, enforce: LevelVersion, pods: Sequence[Mapping[str, Any]],
                        total: int | None = None, seconds: float = POD_CHECK_SECONDS,
                        exempt_runtime_classes: frozenset[str] = frozenset()) -> list[str]:
@@ -835,16 +898,16 @@ def namespace_warnings(namespace: str, enforce: LevelVersion, pods: Sequence[Map
     the lexically first pod's name and how many others share it, sorted; preceded by a note
     when not all pods were checked (more than 3000, or out of time) and a summary line.
     ``total``: how many pods the namespace has, when ``pods`` are only the first of them."""
-    total = len(pods) if total is None else max(total, len(pods))
-    checking = pods[:MAX_PODS_TO_CHECK]
+    prioritized = prioritize_pods(pods, exempt_runtime_classes)
+    total = len(prioritized) if total is None else max(total - (len(pods) - len(prioritized)), len(prioritized))
+    checking = prioritized[:MAX_PODS_TO_CHECK]
     checked = len(checking)
     first: dict[str, tuple[str, int]] = {}  # reasons -> (first pod name, count)
     order: list[str] = []
     deadline = time.monotonic() + seconds
     for i, pod in enumerate(checking):
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        exempt = bool(spec.get("runtimeClassName")) and spec.get("runtimeClassName") in exempt_runtime_classes
-        failed = [] if exempt else evaluate(enforce, meta, spec)
+        failed = evaluate(enforce, meta, spec)
         if failed:
             reasons = forbidden_reason(failed)
             name = str(meta.get("name") or "")

@@ -44,7 +44,16 @@ from store import KeyValue, Store
 
 from ..client.transport import WHOLE_BODY_SCOPE_KEY
 from ..mergepatch import merge_patch
-from ..metrics import COMPONENT, LONGRUNNING_REQUESTS, REQUEST_BUCKETS, REQUESTS, dry_run_label
+from ..metrics import (
+    COMPONENT,
+    LONGRUNNING_REQUESTS,
+    POD_SECURITY_ERRORS,
+    POD_SECURITY_EVALUATIONS,
+    POD_SECURITY_EXEMPTIONS,
+    REQUEST_BUCKETS,
+    REQUESTS,
+    dry_run_label,
+)
 from ..registry import Registry, ResourceType, disruption, managedfields, strategic
 from ..registry.certificates import prepare_csr, set_requestor
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
@@ -70,6 +79,7 @@ from ..registry.strategies import (
     validate_name,
 )
 from ..registry.strategies import warnings as strategy_warnings
+from ..version import KUBE_MINOR
 from . import audit, jsonpatches, podsecurity, protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
 from .allocations import ServiceAllocations, ServiceWrite
@@ -1848,7 +1858,8 @@ class KubeApi:
         a pod is refused or warned by its namespace's levels; a workload's pod template is
         warned; a namespace's labels are validated, and a tightened enforce level warns of
         the namespace's pods that violate it. ``ns``: the namespace's JSON, when read already.
-        A namespace without PodSecurity labels costs a lookup and a substring search."""
+        Upstream's ``pod_security_*`` metrics are recorded where its plugin records them. A
+        namespace without PodSecurity labels costs a lookup, a substring search and a count."""
         if rtype is self._namespaces:
             if not subresource:
                 await self._pod_security_namespace(rtype, obj, old)
@@ -1861,26 +1872,34 @@ class KubeApi:
         if namespace is None or self._namespaces is None:
             return
         config = self.pod_security
+        pod = rtype is self._pods
+        operation = "create" if old is None else "update"
         auditing = audit.recording()  # (its annotations: exempt, enforce-policy, audit-violations)
-        if namespace in config.namespaces:
+        exempt = "namespace" if namespace in config.namespaces else None
+        if exempt is None and config.usernames:
+            user = REQUEST_USER.get()
+            exempt = "user" if user is not None and user.name in config.usernames else None
+        if exempt is not None:
+            POD_SECURITY_EXEMPTIONS.inc(operation, "pod" if pod else "controller", subresource or "")
             if auditing:
-                audit.annotate(podsecurity.EXEMPT_ANNOTATION, "namespace")
-            return
-        user = REQUEST_USER.get() if config.usernames else None
-        if user is not None and user.name in config.usernames:
-            if auditing:
-                audit.annotate(podsecurity.EXEMPT_ANNOTATION, "user")
+                audit.annotate(podsecurity.EXEMPT_ANNOTATION, exempt)
             return
         if ns is None:
             ns = await self._namespace(namespace)
-        pod = rtype is self._pods
         if ns is None or (config.labels_decide and _PSA_LABEL not in ns):  # privileged: nothing to check
-            if auditing and pod and ns is not None:
-                audit.annotate(podsecurity.ENFORCE_POLICY_ANNOTATION, str(config.defaults.enforce))
+            if pod and ns is not None:
+                POD_SECURITY_EVALUATIONS.count(_psa_privileged_allowed(operation, subresource))
+                if auditing:
+                    audit.annotate(podsecurity.ENFORCE_POLICY_ANNOTATION, str(config.defaults.enforce))
             return
         labels = (orjson.loads(ns).get("metadata") or {}).get("labels")
         policy, causes = podsecurity.policy_of(labels, config.defaults)
-        if not auditing and not causes and (policy.checks_nothing() if pod else policy.warn.level == "privileged"):
+        if not causes and (policy.checks_nothing() if pod else
+                           policy.warn.level == policy.audit.level == "privileged"):
+            if pod:  # (upstream's short cut for a fully privileged namespace, before anything else)
+                POD_SECURITY_EVALUATIONS.count(_psa_privileged_allowed(operation, subresource))
+                if auditing:
+                    audit.annotate(podsecurity.ENFORCE_POLICY_ANNOTATION, str(policy.enforce))
             return
         if pod:
             if old is not None and not podsecurity.significant_pod_update(obj, old):
@@ -1891,19 +1910,27 @@ class KubeApi:
             if template is None:
                 return
             meta, spec = template
+        resource = "pod" if pod else "controller"
         runtime_class = spec.get("runtimeClassName")
         if runtime_class and runtime_class in config.runtime_classes:
+            POD_SECURITY_EXEMPTIONS.inc(operation, resource, subresource or "")
             if auditing:
                 audit.annotate(podsecurity.EXEMPT_ANNOTATION, "runtimeClass")
             return
+        if causes:
+            POD_SECURITY_ERRORS.inc("false", operation, resource, subresource or "")
+        evaluation = podsecurity.evaluate_pod(policy, meta, spec, enforce=pod)
+        for decision, level_version, mode in evaluation.decisions:
+            POD_SECURITY_EVALUATIONS.inc(decision, level_version.level,
+                                         podsecurity.version_label(level_version, _SERVER_MINOR), mode,
+                                         operation, resource, subresource or "")
         if auditing:
-            for key, value in podsecurity.audit_annotations(policy, meta, spec, enforce=pod).items():
+            for key, value in podsecurity.audit_annotations(policy, evaluation, enforce=pod).items():
                 audit.annotate(key, value)
-        refusal, warnings = podsecurity.pod_message(policy, meta, spec, enforce=pod)
-        if refusal is not None:
-            raise ApiError(403, "Forbidden", f'{ApiError._what(rtype)} "{name}" is forbidden: {refusal}',
+        if evaluation.refusal is not None:
+            raise ApiError(403, "Forbidden", f'{ApiError._what(rtype)} "{name}" is forbidden: {evaluation.refusal}',
                            {"name": name, "kind": rtype.plural} if name else {"kind": rtype.plural})
-        for warning in warnings:
+        for warning in evaluation.warnings:
             add_warning(warning)
 
     async def _pod_security_namespace(self, rtype: ResourceType, obj: dict[str, Any],
@@ -3097,6 +3124,18 @@ _PSA_IGNORED_POD_SUBRESOURCES = frozenset(("exec", "attach", "binding", "evictio
                                            "status"))
 _PSA_WORKLOADS = frozenset(podsecurity.WORKLOAD_RESOURCES)
 _PSA_LABEL = podsecurity.LABEL_PREFIX.encode()
+# the labels of a pod's evaluation in a fully privileged namespace (most pods'), by operation
+_PSA_PRIVILEGED_ALLOWED = {op: ("allow", "privileged", "latest", "enforce", op, "pod", "")
+                           for op in ("create", "update")}
+
+
+def _psa_privileged_allowed(operation: str, subresource: str | None) -> tuple[str, ...]:
+    if not subresource:
+        return _PSA_PRIVILEGED_ALLOWED[operation]
+    return (*_PSA_PRIVILEGED_ALLOWED[operation][:-1], subresource)
+
+
+_SERVER_MINOR = int(KUBE_MINOR)
 
 # the StorageObjectInUseProtection admission plugin's finalizers (controllers/volumes.py removes them)
 # and PodGroupProtection's (controllers/podgroupprotection.py)

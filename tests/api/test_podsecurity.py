@@ -206,6 +206,27 @@ def test_namespace_warnings_group_pods_by_their_reasons() -> None:
         "new PodSecurity enforce level only checked against the first 1 of 3001 existing pods"
 
 
+def test_namespace_pods_are_checked_one_per_controller_first() -> None:
+    """upstream's ``prioritizePods``: a pod of each controller (and every pod without one) before
+    the controllers' other pods; an exempt runtime class's pods neither checked nor counted."""
+    def pod(name: str, owner: str | None = None, runtime_class: str | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name}
+        if owner:
+            meta["ownerReferences"] = [{"uid": owner, "controller": True, "kind": "ReplicaSet", "name": owner}]
+        spec: dict[str, Any] = {"containers": [{"name": "c"}], "hostPID": True}
+        if runtime_class:
+            spec["runtimeClassName"] = runtime_class
+        return {"metadata": meta, "spec": spec}
+
+    pods = [pod("a1", "a"), pod("a2", "a"), pod("b1", "b"), pod("lone"), pod("a3", "a"), pod("gv", None, "gvisor")]
+    ordered = ps.prioritize_pods(pods, frozenset({"gvisor"}))
+    assert [p["metadata"]["name"] for p in ordered] == ["a1", "b1", "lone", "a2", "a3"]
+    assert ps.namespace_warnings("ns", ps.LevelVersion("baseline", None), pods,
+                                 exempt_runtime_classes=frozenset({"gvisor"})) == [
+        'existing pods in namespace "ns" violate the new PodSecurity enforce level "baseline:latest"',
+        "a1 (and 4 other pods): host namespaces"]
+
+
 # -- the plugin, in process ----------------------------------------------------------------------
 def pod(name: str, **container: Any) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
@@ -373,7 +394,10 @@ async def configured(tmp_path: Path) -> AsyncIterator[Client]:
 
 
 async def test_configured_defaults_and_exemptions(configured: Client) -> None:
+    from controlplane.metrics import POD_SECURITY_EXEMPTIONS
+
     c = configured
+    exemptions_before = dict(POD_SECURITY_EXEMPTIONS.values)
     privileged = pod("priv", securityContext={"privileged": True})
     with pytest.raises(ApiError) as e:  # an unlabelled namespace takes the defaults
         await c.create(resource_path("", "v1", "pods", "default"), privileged)
@@ -387,6 +411,8 @@ async def test_configured_defaults_and_exemptions(configured: Client) -> None:
         **privileged, "spec": {**privileged["spec"], "runtimeClassName": "sandboxed"}})
     await namespace(c, "open", {ENFORCE: "privileged", WARN: "privileged"})  # labels override the defaults
     await c.create(resource_path("", "v1", "pods", "open"), privileged)
+    # each exemption counted, as upstream's pod_security_exemptions_total (a namespace, a runtime class)
+    assert POD_SECURITY_EXEMPTIONS.values[("create", "pod", "")] - exemptions_before.get(("create", "pod", ""), 0) == 2
 
 
 # -- over a real socket, as kubectl prints it -------------------------------------------------------
@@ -482,3 +508,61 @@ def test_the_official_client_gets_the_403(served: Serve) -> None:
             '(container "c" uses probe or lifecycle host "1.2.3.4")'))
     finally:
         api.close()
+
+
+def pod_security_metrics(served: Serve) -> dict[str, float]:
+    r = kubectl(served, "get", "--raw", "/metrics")
+    assert r.returncode == 0, r.stderr
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in r.stdout.splitlines()
+            if line.startswith("pod_security_")}
+
+
+def evaluation(decision: str, level: str, version: str, mode: str, resource: str = "pod",
+               operation: str = "create") -> str:
+    return (f'pod_security_evaluations_total{{decision="{decision}",mode="{mode}",policy_level="{level}",'
+            f'policy_version="{version}",request_operation="{operation}",resource="{resource}",subresource=""}}')
+
+
+def test_the_plugins_metrics(served: Serve) -> None:
+    """upstream's pod_security_evaluations_total and pod_security_errors_total, counted where its
+    plugin counts them: every pod of a fully privileged namespace is an allowed evaluation; an
+    enforce level's allow or deny, an audit or warn level's deny (none beside a refusal); a
+    pinned version past the server's is ``future``; a workload's template warned."""
+    before = pod_security_metrics(served)
+    assert kubectl(served, "create", "namespace", "psa-open").returncode == 0
+    r = kubectl(served, "apply", "-n", "psa-open", "-f", "-", stdin=PRIVILEGED_POD)
+    assert r.returncode == 0, r.stderr
+    labels = {ENFORCE: "baseline", ENFORCE + "-version": "v1.30", ps.LABEL_PREFIX + "audit": "restricted",
+              WARN: "restricted"}
+    r = kubectl(served, "create", "-f", "-", stdin=orjson.dumps(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "psa-pinned", "labels": labels}}).decode())
+    assert r.returncode == 0, r.stderr
+    r = kubectl(served, "apply", "-n", "psa-pinned", "-f", "-", stdin=PRIVILEGED_POD)
+    assert r.returncode == 1 and "Forbidden" in r.stderr  # enforce deny, audit deny, no warning
+    r = kubectl(served, "apply", "-n", "psa-pinned", "-f", "-", stdin=PRIVILEGED_POD.replace(
+        "{privileged: true}", "{privileged: false}").replace("priv}", "plain}"))
+    assert r.returncode == 0 and "would violate" in r.stderr  # enforce allow, audit and warn deny
+    r = kubectl(served, "apply", "-n", "psa-pinned", "-f", "-", stdin=DEPLOYMENT)
+    assert r.returncode == 0, r.stderr  # a template: audit and warn deny, no enforce
+    r = kubectl(served, "create", "-f", "-", stdin=orjson.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "psa-future", "labels": {ENFORCE: "baseline", ENFORCE + "-version": "v1.99",
+                                         WARN: "nonsense"}}}).decode())
+    assert r.returncode == 1  # invalid labels refused on create ...
+    r = kubectl(served, "create", "-f", "-", stdin=orjson.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "psa-future", "labels": {ENFORCE: "baseline", ENFORCE + "-version": "v1.99"}}}).decode())
+    assert r.returncode == 0, r.stderr
+    r = kubectl(served, "apply", "-n", "psa-future", "-f", "-", stdin=PRIVILEGED_POD)
+    assert r.returncode == 1 and 'violates PodSecurity "baseline:v1.99"' in r.stderr
+    after = pod_security_metrics(served)
+    delta = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+    assert delta == {
+        evaluation("allow", "privileged", "latest", "enforce"): 1,
+        evaluation("deny", "baseline", "v1.30", "enforce"): 1,
+        evaluation("allow", "baseline", "v1.30", "enforce"): 1,
+        evaluation("deny", "restricted", "latest", "audit"): 2,
+        evaluation("deny", "restricted", "latest", "warn"): 1,
+        evaluation("deny", "restricted", "latest", "audit", "controller"): 1,
+        evaluation("deny", "restricted", "latest", "warn", "controller"): 1,
+        evaluation("deny", "baseline", "future", "enforce"): 1,
+    }, delta
+    assert "# TYPE pod_security_evaluations_total counter" in kubectl(served, "get", "--raw", "/metrics").stdout
