@@ -153,6 +153,7 @@ from .nodeauthz import NodeAuthorizer, kubelet
 from .nodereports import PLURAL as REPORTS_PLURAL
 from .nodereports import ReportPlans, report_node_status
 from .nodetaint import admit_node
+from .paramauthz import param_kind_causes, param_ref_causes
 from .params import flag, go_int64
 from .partial import check_partial_kind, partial, partial_list
 from .podlog import follow, running_instance, validate_log_options
@@ -1177,6 +1178,7 @@ class KubeApi:
                     "lastTransitionTime": _now(), "reason": "SchedulingGated",
                     "message": "Scheduling is blocked due to non-empty scheduling gates"}]
         self._admit(rtype, obj, None, None)
+        await self._authorize_params(rtype, obj, None)
         await self._pod_security(rtype, namespace, name or generated, obj, None, None, ns)  # validating admission
         if rtype is self._priority_classes:
             await admit_priority_class(obj, None, self._default_priority_class)
@@ -1838,6 +1840,8 @@ class KubeApi:
         check of a PriorityClass made the global default, the
         admission policies, the validating webhooks, then ResourceQuota, which charges a
         pod's resize."""
+        if subresource is None:
+            await self._authorize_params(rtype, obj, old)  # (the strategy's, once valid: before admission)
         await self._pod_security(rtype, namespace, name, obj, old, subresource)
         if self._claim_resize is not None and rtype is self._claim_resize.claims and subresource is None:
             await self._claim_resize.check(name, obj, old)  # PersistentVolumeClaimResize
@@ -1851,6 +1855,37 @@ class KubeApi:
             await self.webhooks.validate(rtype, namespace, name, "UPDATE", obj, old, subresource)
         if rtype is self._pods and subresource == "resize" and self._quota is not None:
             await self._quota.charge_resize(rtype, namespace, obj, old)
+
+    async def _authorize_params(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """An admission policy's new ``paramKind``, or a binding's new ``paramRef``, that the
+        request's user may not read: upstream's 422 (api/paramauthz.py). Other types: one lookup."""
+        if (rtype.group, rtype.plural) not in _PARAM_AUTHORIZED or self.authorizer is None:
+            return
+        bound, user = _PARAM_AUTHORIZED[(rtype.group, rtype.plural)], REQUEST_USER.get()
+        if bound is None:
+            causes = await param_kind_causes(self.authorizer, user, self._resource_of_kind, obj, old)
+        else:
+            policies = self.registry.get("admissionregistration.k8s.io", "v1", bound)
+
+            async def policy_of(name: str) -> dict[str, Any] | None:
+                if policies is None or not name:
+                    return None
+                raw = await self.reads.get(policies, None, name, "0")
+                if raw is None:
+                    kv = await self.store.get(policies.key(None, name))
+                    raw = kv.value if kv is not None else None
+                return orjson.loads(raw) if raw is not None else None
+
+            causes = await param_ref_causes(self.authorizer, user, self._resource_of_kind, policy_of, obj, old)
+        if causes:
+            raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
+
+    def _resource_of_kind(self, group: str, version: str, kind: str) -> str | None:
+        """The resource this server serves ``kind`` of ``group/version`` as (discovery's answer)."""
+        for rtype in self.registry.in_group_version(group, version):
+            if rtype.kind == kind:
+                return rtype.plural
+        return None
 
     async def _pod_security(self, rtype: ResourceType, namespace: str | None, name: str, obj: dict[str, Any],
                             old: dict[str, Any] | None, subresource: str | None, ns: bytes | None = None) -> None:
@@ -3124,6 +3159,14 @@ _PSA_IGNORED_POD_SUBRESOURCES = frozenset(("exec", "attach", "binding", "evictio
                                            "status"))
 _PSA_WORKLOADS = frozenset(podsecurity.WORKLOAD_RESOURCES)
 _PSA_LABEL = podsecurity.LABEL_PREFIX.encode()
+# the admission policies (None) and their bindings (the policies' resource) whose parameters'
+# readers are checked at their writes (api/paramauthz.py)
+_PARAM_AUTHORIZED: dict[tuple[str, str], str | None] = {
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"): None,
+    ("admissionregistration.k8s.io", "mutatingadmissionpolicies"): None,
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): "validatingadmissionpolicies",
+    ("admissionregistration.k8s.io", "mutatingadmissionpolicybindings"): "mutatingadmissionpolicies",
+}
 # the labels of a pod's evaluation in a fully privileged namespace (most pods'), by operation
 _PSA_PRIVILEGED_ALLOWED = {op: ("allow", "privileged", "latest", "enforce", op, "pod", "")
                            for op in ("create", "update")}

@@ -247,3 +247,4 @@ def test_a_mutating_policy_reads_its_param(served: Serve) -> None:
 
     eventually(unowned, "a missing param with Allow still mutated")
     kubectl(served, "delete", "-f", "-", stdin=MUTATING)
+
