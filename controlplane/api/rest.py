@@ -1260,6 +1260,15 @@ class KubeApi:
             self.reads.prime(rtype, key, revision, raw, obj)
         return Written(obj, raw)
 
+    async def cached_or_stored(self, rtype: ResourceType, namespace: str | None, name: str) -> bytes | None:
+        """An object's JSON for admission: from the watch cache as it is, and on a miss from
+        the store (one just written, perhaps by another process)."""
+        raw = await self.reads.get(rtype, namespace, name, "0")
+        if raw is None:
+            kv = await self.store.get(rtype.key(namespace, name))
+            raw = kv.value if kv is not None else None
+        return raw
+
     async def _namespace(self, name: str) -> bytes | None:
         """The namespace's JSON, for admission (upstream's NamespaceLifecycle): from the
         watch cache as it is, and, on a miss, from the store (it may be a moment old)."""
@@ -1684,10 +1693,7 @@ class KubeApi:
         memo = self._class_memo
         if generation is not None and memo[0] == generation and name in memo[1]:
             return memo[1][name]  # unchanged since last asked: every pod of a class asks
-        raw = await self.reads.get(self._priority_classes, None, name, "0")
-        if raw is None:
-            kv = await self.store.get(self._priority_classes.key(None, name))
-            raw = kv.value if kv is not None else None
+        raw = await self.cached_or_stored(self._priority_classes, None, name)
         pc: dict[str, Any] | None = orjson.loads(raw) if raw is not None else None
         if generation is not None and pc is not None:  # a miss is not kept: the class may be on its way
             if memo[0] != generation:
@@ -1868,12 +1874,7 @@ class KubeApi:
             policies = self.registry.get("admissionregistration.k8s.io", "v1", bound)
 
             async def policy_of(name: str) -> dict[str, Any] | None:
-                if policies is None or not name:
-                    return None
-                raw = await self.reads.get(policies, None, name, "0")
-                if raw is None:
-                    kv = await self.store.get(policies.key(None, name))
-                    raw = kv.value if kv is not None else None
+                raw = await self.cached_or_stored(policies, None, name) if policies is not None and name else None
                 return orjson.loads(raw) if raw is not None else None
 
             causes = await param_ref_causes(self.authorizer, user, self._resource_of_kind, policy_of, obj, old)

@@ -538,10 +538,7 @@ class AdmissionWebhooks:
         rtype = kube.registry.get("", "v1", kind)
         if rtype is None:
             return None
-        raw = await kube.reads.get(rtype, namespace, name, "0")
-        if raw is None:
-            kv = await kube.store.get(rtype.key(namespace, name))
-            raw = kv.value if kv is not None else None
+        raw = await kube.cached_or_stored(rtype, namespace, name)
         return orjson.loads(raw) if raw is not None else None
 
     @staticmethod
