@@ -108,9 +108,10 @@ class ApiError(Exception):
         return cls(410, "Expired", message)
 
     @classmethod
-    def method_not_allowed(cls, method: str) -> ApiError:
-        return cls(405, "MethodNotAllowed",
-                   f"the server does not allow this method on the requested resource ({method})")
+    def method_not_allowed(cls) -> ApiError:
+        """405 as go-restful's answer through upstream's ``NewGenericServerResponse``: the
+        message names neither method nor path."""
+        return cls(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {})
 
     @classmethod
     def unsupported_media_type(cls, accepted: tuple[str, ...]) -> ApiError:
@@ -133,9 +134,12 @@ class ApiError(Exception):
         return cls(504, "Timeout", f"Timeout: {why}", {})
 
     @classmethod
-    def not_found_path(cls, path: str) -> ApiError:
-        # details present but empty, as upstream's (kubectl debug reads them to tell an old server)
-        return cls(404, "NotFound", f"the server could not find the requested resource ({path})", {})
+    def not_found_path(cls) -> ApiError:
+        """404 for a path nothing is routed at, as go-restful's answer through upstream's
+        ``NewGenericServerResponse``: the bare message, which kubectl prints as it is (``kubectl
+        get pod x --subresource=scale``), and details present but empty (kubectl debug reads
+        them to tell an old server)."""
+        return cls(404, "NotFound", "the server could not find the requested resource", {})
 
 
 def json_object(body: bytes, what: str) -> dict[str, Any]:

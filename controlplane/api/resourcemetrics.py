@@ -69,7 +69,7 @@ class ResourceMetrics:
     async def answer(self, rtype: ResourceType, namespace: str | None, name: str | None,
                      query: dict[str, str]) -> dict[str, Any]:
         if flag(query, "watch"):
-            raise ApiError.method_not_allowed("watch")
+            raise ApiError.method_not_allowed()
         if rtype.plural == "pods":
             return await self._pod_metrics(namespace, name, query)
         return await self._node_metrics(name, query)

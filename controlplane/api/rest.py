@@ -590,15 +590,15 @@ class KubeApi:
             if len(parts) == 2:
                 g = self._group(parts[1])
                 if g is None:
-                    raise ApiError.not_found_path(path)
+                    raise ApiError.not_found_path()
                 _negotiated(_accept(scope), PLAIN)
                 return await self._json(send, 200, g)
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
-            raise ApiError.not_found_path(path)
+            raise ApiError.not_found_path()
         if not rest:
             if version not in self.registry.groups().get(group, []):
-                raise ApiError.not_found_path(path)
+                raise ApiError.not_found_path()
             _negotiated(_accept(scope), PLAIN)
             return await self._json(send, 200, self._resource_list(group, version))
         legacy_watch = rest[0] == "watch" and len(rest) > 1  # the deprecated .../watch/<the list's or item's path>
@@ -611,29 +611,29 @@ class KubeApi:
                 namespace, rest = rest[1], rest[2:]
         rtype = self.registry.get(group, version, rest[0])
         if rtype is None or (len(rest) > 3 and not (rest[2] == "proxy" and "proxy" in rtype.subresources)):
-            raise ApiError.not_found_path(path)  # (a proxy's path goes on: it is the backend's)
+            raise ApiError.not_found_path()  # (a proxy's path goes on: it is the backend's)
         name = rest[1] if len(rest) > 1 else None
         subresource = rest[2] if len(rest) > 2 else None
         if subresource is not None and subresource not in rtype.subresources:
-            raise ApiError.not_found_path(path)
+            raise ApiError.not_found_path()
         if rtype.namespaced and name is not None and namespace is None:
-            raise ApiError.not_found_path(path)
+            raise ApiError.not_found_path()
         watched: str | None = None  # the one object a legacy watch path names
         if legacy_watch:
             if subresource is not None or "watch" not in rtype.verbs:
-                raise ApiError.not_found_path(path)  # (upstream routes .../watch/ for what it can watch only)
+                raise ApiError.not_found_path()  # (upstream routes .../watch/ for what it can watch only)
             if method != "GET":
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             watched, name = name, None
         if subresource in STREAMING_SUBRESOURCES and name is not None:
             if method not in ("GET", "POST"):
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             options = connect_options(subresource, query_string)
             await self._admit_connect(rtype, namespace, name, subresource, options)
             raise await self._streaming_refusal(rtype, namespace, name, options, scope)
         if subresource == "proxy" and name is not None:
             if method not in PROXY_METHODS:
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             if "dryRun" in query:
                 raise ApiError.bad_request("dryRun is not supported")
             await self._admit_connect(rtype, namespace, name, subresource, proxy_options(rtype.kind, path, rest[3:]))
@@ -682,13 +682,13 @@ class KubeApi:
             content_type = "application/json"
         if rtype.group == METRICS_GROUP and rtype.custom is None:
             if method != "GET":
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             return await self._metrics_answer(send, rtype, namespace, name, query, dict(scope["headers"]))
         if not rtype.group and rtype.plural == CS_PLURAL and rtype.custom is None:
             return await self._component_statuses(send, rtype, method, name, query)
         if rtype.plural in REVIEWS and rtype.custom is None and subresource is None:
             if method != "POST" or name is not None:
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             if content_type not in ("", "application/json"):
                 raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
             asked = self._parse(rtype, await self._body(scope, receive))
@@ -698,7 +698,7 @@ class KubeApi:
                                                             audiences))
         if rtype.group == RENEWALS_GROUP and rtype.custom is None:
             if method != "POST" or name is not None:
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             if content_type not in ("", "application/json"):
                 raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
             body = await self._body(scope, receive)
@@ -716,9 +716,9 @@ class KubeApi:
         if not rtype.group and rtype.plural == "bindings" and rtype.custom is None and self._pods is not None:
             # the legacy form of pods/binding: POST namespaces/{ns}/bindings binds the pod the Binding names
             if name is not None or namespace is None:
-                raise ApiError.not_found_path(path)  # (upstream has no such route)
+                raise ApiError.not_found_path()  # (upstream has no such route)
             if method != "POST":
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             if content_type not in ("", "application/json"):
                 raise ApiError.unsupported_media_type(ACCEPTED_BODIES)
             body = await self._body(scope, receive)
@@ -726,17 +726,17 @@ class KubeApi:
                                                                 admitted_as=rtype))
         if subresource == "eviction" and name is not None:
             if method != "POST":
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._evict(rtype, namespace, name, body))
         if subresource == "token" and name is not None and self.token_issuer is not None:
             if method != "POST":
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             body = await self._body(scope, receive)
             return await self._json(send, 201, await self._token(rtype, namespace, name, body))
         if subresource == "log" and name is not None:
             if method != "GET":
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             return await self._log(rtype, namespace, name, query, receive, send)
         if subresource == "scale" and name is not None:
             if method in ("POST", "PUT") and content_type not in ("", "application/json"):
@@ -752,10 +752,10 @@ class KubeApi:
             return await self._json(send, 200, scale)
         if subresource == "finalize" and name is not None and rtype is self._namespaces:
             if method != "PUT":
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             return await self._json(send, 200, await self._finalize(rtype, name, await self._body(scope, receive)))
         if subresource in ("ephemeralcontainers", "resize", "approval") and method not in ("GET", "PUT", "PATCH"):
-            raise ApiError.method_not_allowed(method)
+            raise ApiError.method_not_allowed()
         if subresource not in (None, "status", "ephemeralcontainers", "resize", "approval"):
             raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
         if method in ("POST", "PUT") and content_type not in ("", "application/json"):
@@ -801,7 +801,7 @@ class KubeApi:
             if method == "DELETE" and "deletecollection" in rtype.verbs and (namespace or not rtype.namespaced):
                 options = self._delete_options(query, await self._delete_body(scope, receive, content_type))
                 return await self._json(send, 200, await self._delete_collection(rtype, namespace, query, options))
-            raise ApiError.method_not_allowed(method)
+            raise ApiError.method_not_allowed()
         if method == "GET":
             raw = await self._get(rtype, namespace, name, query)
             if rtype.custom is not None and rtype.custom.conversion is not None:
@@ -837,20 +837,20 @@ class KubeApi:
             return await self._json(send, 200, await self._patch(rtype, namespace, name, content_type, body,
                                                                  subresource, manager))
         if subresource is not None:
-            raise ApiError.method_not_allowed(method)
+            raise ApiError.method_not_allowed()
         if method == "DELETE":
             options = self._delete_options(query, await self._delete_body(scope, receive, content_type))
             deleted = await self._delete(rtype, namespace, name, options)
             if isinstance(deleted, Gone) and rtype.custom is None and rtype.plural not in RETURN_DELETED_OBJECT:
                 return await self._json(send, 200, _deleted_status(rtype, deleted))
             return await self._json(send, 200, present(rtype, deleted) if rtype.custom is not None else deleted)
-        raise ApiError.method_not_allowed(method)
+        raise ApiError.method_not_allowed()
 
     async def _component_statuses(self, send: Send, rtype: ResourceType, method: str, name: str | None,
                                   query: dict[str, str]) -> None:
         """``componentstatuses``: get and list only (api/componentstatus.py), with upstream's warning."""
         if method != "GET":
-            raise ApiError.method_not_allowed(method)
+            raise ApiError.method_not_allowed()
         if name is None and flag(query, "watch"):
             raise ApiError(405, "MethodNotAllowed", f'watch is not supported on resources of kind "{CS_PLURAL}"',
                            {"kind": CS_PLURAL})
@@ -883,7 +883,7 @@ class KubeApi:
                             need: RbacRequest) -> tuple[ResourceType, dict[str, Any]]:
         """A bulk write's target type and body, once its user may also ``need`` (RBAC mode)."""
         if target is None:
-            raise ApiError.not_found_path(f"/apis/{rtype.group_version}/{rtype.plural}")
+            raise ApiError.not_found_path()
         user = scope.get(USER_SCOPE_KEY)
         if self.authorizer is not None and user is not None and not await self._allowed(user, need):
             raise forbidden(user, need)
@@ -1081,7 +1081,7 @@ class KubeApi:
         """``manager`` is recorded in managedFields; None: the body's managedFields are final (apply).
         ``write``: a Service's allocations begun by the caller (an apply's defaults picked)."""
         if rtype.namespaced and namespace is None:
-            raise ApiError.method_not_allowed("POST")
+            raise ApiError.method_not_allowed()
         obj = self._parse(rtype, body)
         meta = obj["metadata"]
         self._check_namespace(rtype, namespace, meta)
@@ -2357,7 +2357,7 @@ class KubeApi:
         (an autoscaling/v1 Scale) owns them as an ``Apply`` entry with subresource
         ``scale`` (``managedfields.apply_scale``). A write that changes nothing writes nothing."""
         if method not in ("GET", "PUT", "PATCH"):  # before the object is looked up, as upstream's routes
-            raise ApiError.method_not_allowed(method)
+            raise ApiError.method_not_allowed()
         key = rtype.key(namespace, name)
         paths = scale_paths(rtype)
         applying = apply_options(query, content_type) if method == "PATCH" else None
@@ -2403,7 +2403,7 @@ class KubeApi:
                 replicas, expected = replicas_of_scale(patched, name, namespace)
                 expected = 0 if expected == current.mod_revision else expected
             else:
-                raise ApiError.method_not_allowed(method)
+                raise ApiError.method_not_allowed()
             if expected and expected != current.mod_revision:
                 raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes "
                                         "to the latest version and try again")
