@@ -17,6 +17,10 @@ comes, as upstream requeues it for a recheck, since no event says so.
 The pods each budget covers are kept from pod events, so a sync costs the budget's
 pods, not the cluster's. All pods are walked only when a budget appears or its
 selector changes.
+
+A budget whose selector covers no pod gets a Normal ``NoPods`` event, "No matching pods
+found", at each sync, from upstream's source (``controllermanager``), as ``kubectl describe
+pdb`` shows it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from controlplane.client import Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.registry.disruption import BadBudget, budget, covers
 
+from .events import Recorder
 from .ownership import key_of, meta_of
 
 if TYPE_CHECKING:
@@ -51,6 +56,7 @@ class DisruptionController:
         self.client = client
         self.workers = workers
         self.queue = WorkQueue()
+        self.events = Recorder(client, "controllermanager")  # upstream's source for this controller
         self.budgets = client.informer(resource_path("policy", "v1", "poddisruptionbudgets"),
                                        on_add=self._budget_changed, on_update=self._budget_updated,
                                        on_delete=self._budget_deleted)
@@ -116,6 +122,8 @@ class DisruptionController:
         meta = meta_of(pdb)
         status = pdb.get("status") or {}
         covered = self._covered.get(key, {})
+        if not covered:
+            self.events.record("PodDisruptionBudget", pdb, "NoPods", "No matching pods found")
         by_name = {meta_of(p).get("name", ""): p for p in covered.values()}
         now = datetime.datetime.now(datetime.UTC)
         disrupted: dict[str, str] = {}

@@ -5,6 +5,8 @@ against one ``controlplane serve`` (its controllers and scheduler, no nodes) ove
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -33,3 +35,23 @@ def test_a_path_nothing_serves_is_answered_in_go_restfuls_words(served: Serve) -
     err = failing(served, "create", "--raw", "/api/v1/namespaces/default/configmaps/routed", "-f", "-", stdin="{}")
     assert err.strip() == ("Error from server (MethodNotAllowed): the server does not allow this method on the "
                            "requested resource")
+
+
+def test_a_budget_that_covers_no_pod_says_so_in_its_events(served: Serve) -> None:
+    """core.sh creates budgets over ``app=rails`` with no such pods: kube-controller-manager's
+    disruption controller records a Normal ``NoPods`` event at each sync, from the source
+    ``controllermanager``, which ``kubectl describe pdb`` lists."""
+    kubectl(served, "create", "pdb", "lonely", "--selector=app=rails", "--min-available=2")
+    deadline = time.monotonic() + 30
+    while True:
+        events = json.loads(kubectl(served, "get", "events", "--field-selector",
+                                    "involvedObject.name=lonely,involvedObject.kind=PodDisruptionBudget", "-o", "json"))
+        if events["items"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    (event,) = events["items"]
+    assert (event["type"], event["reason"], event["message"]) == ("Normal", "NoPods", "No matching pods found")
+    assert event["source"] == {"component": "controllermanager"}
+    assert event["involvedObject"]["apiVersion"] == "policy/v1"
+    described = kubectl(served, "describe", "pdb", "lonely")
+    assert "NoPods" in described and "controllermanager  No matching pods found" in described
