@@ -84,6 +84,11 @@ COMPONENTS: list[Component] = [
     Component("workload-controllers", "controlplane.controllers.workloads:start", lambda config: config.scheduler,
               controllers=("deployment-controller", "replicaset-controller", GC),
               user=service_account_user("deployment-controller")),
+    # kube-controller-manager's replicationcontroller controller: the ReplicaSet controller's code over
+    # ReplicationControllers, and the collector's part for their pods (controllers/workloads.py)
+    Component("replicationcontroller-controller", "controlplane.controllers.workloads:start_replication",
+              lambda config: config.scheduler, controllers=("replicationcontroller-controller", GC),
+              user=service_account_user("replication-controller")),
     Component("job-controller", "controlplane.controllers.jobs:start", lambda config: config.scheduler,
               controllers=("job-controller", "ttl-after-finished-controller", GC),
               user=service_account_user("job-controller")),

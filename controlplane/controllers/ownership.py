@@ -38,6 +38,7 @@ EXPECTATIONS_TIMEOUT = 30.0  # seconds; a relist can lose the event an expectati
 FOREGROUND = "foregroundDeletion"
 # owner and dependent kinds: (group, plural), all at version v1
 PLURALS = {"Pod": ("", "pods"), "ReplicaSet": ("apps", "replicasets"), "Deployment": ("apps", "deployments"),
+           "ReplicationController": ("", "replicationcontrollers"),
            "Job": ("batch", "jobs"), "CronJob": ("batch", "cronjobs"), "DaemonSet": ("apps", "daemonsets"),
            "StatefulSet": ("apps", "statefulsets"), "ControllerRevision": ("apps", "controllerrevisions")}
 

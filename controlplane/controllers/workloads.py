@@ -48,6 +48,13 @@ as available once it has been Ready that long (from its Ready condition's
 ``lastTransitionTime``), so rollouts pace themselves on it. Not done: rollbacks
 other than by re-applying an old template, and garbage collection of other
 kinds.
+
+The ReplicationController controller is the ReplicaSet controller over the ``v1`` kind, as
+upstream's replication manager is its ReplicaSet controller behind adapters: a second
+``WorkloadController`` over ``SetKind`` ``REPLICATION_CONTROLLERS`` (no Deployments), its
+selector a map (``matchLabels``), its pods owned by a ``v1`` ``ReplicationController``, its
+writes and events as upstream's ``replication-controller``, its status without
+``terminatingReplicas`` (ReplicationControllerStatus has none).
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ import copy
 import logging
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
@@ -82,7 +90,8 @@ from .readiness import is_ready, seconds_since
 if TYPE_CHECKING:
     from controlplane.config import Config
 
-__all__ = ["HASH_LABEL", "REVISION", "WorkloadController", "pod_template_hash", "start"]
+__all__ = ["HASH_LABEL", "REPLICATION_CONTROLLERS", "REPLICA_SETS", "REVISION", "SetKind", "WorkloadController",
+           "pod_template_hash", "start", "start_replication"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +106,35 @@ _NOT_COPIED = frozenset({"kubectl.kubernetes.io/last-applied-configuration", REV
                          MAX_REPLICAS, "deprecated.deployment.rollback.to"})
 BURST = 500  # pods created per ReplicaSet sync (upstream: slow-start batches up to 500)
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's SafeEncodeString alphabet
+
+
+@dataclass(frozen=True)
+class SetKind:
+    """The kind whose sets of pods a ``WorkloadController`` keeps: ReplicaSets, or the
+    ReplicationControllers upstream keeps with the same code."""
+
+    kind: str
+    group: str
+    plural: str
+    controller: str  # upstream's name for its controller: its service account and its events' source
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/v1" if self.group else "v1"
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        return resource_path(self.group, "v1", self.plural, namespace, name, sub)
+
+    def selector(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The set's selector as a LabelSelector (a ReplicationController's is a map)."""
+        selector = (obj.get("spec") or {}).get("selector") or {}
+        if self.group:
+            return dict(selector)
+        return {"matchLabels": dict(selector)} if selector else {}
+
+
+REPLICA_SETS = SetKind("ReplicaSet", "apps", "replicasets", "replicaset-controller")
+REPLICATION_CONTROLLERS = SetKind("ReplicationController", "", "replicationcontrollers", "replication-controller")
 
 
 def pod_template_hash(template: Mapping[str, Any], collisions: int = 0) -> str:
@@ -151,32 +189,40 @@ class WorkloadController:
     their finalizer and the dependents of deleted owners stay)."""
 
     def __init__(self, client: Client, workers: int = 4, *, deployments: bool = True, replicasets: bool = True,
-                 collects: bool = True) -> None:
+                 collects: bool = True, sets: SetKind = REPLICA_SETS) -> None:
+        """``sets``: the kind whose pods the ReplicaSet part keeps; a controller of
+        ``REPLICATION_CONTROLLERS`` keeps no Deployments (``deployments`` is ignored)."""
         self.client = client  # as the deployment controller (components.py)
+        self.kind = sets
+        keeps_deployments = sets is REPLICA_SETS  # (their collector's part too, with their controller off)
+        deployments = deployments and keeps_deployments
         # the ReplicaSet controller's and the garbage collector's writes as their service accounts
-        self.rs_client = client.as_identity(service_account_user("replicaset-controller"))
+        self.rs_client = client.as_identity(service_account_user(sets.controller))
         self.gc_client = client.as_identity(service_account_user("generic-garbage-collector"))
         self.workers = workers
         self.syncs_deployments = deployments
         self.syncs_replicasets = replicasets
         self.collects = collects
         self.queue = WorkQueue()
-        self.deployments = client.informer(resource_path("apps", "v1", "deployments"),
-                                           on_add=self._deployment_changed,
+        # (one informer per collection in a process: a ReplicationController controller's handle on
+        # the Deployments' has no handlers, so they are none of its business)
+        path = resource_path("apps", "v1", "deployments")
+        self.deployments = client.informer(path, on_add=self._deployment_changed,
                                            on_update=lambda _old, new: self._deployment_changed(new),
-                                           on_delete=self._deployment_deleted)
-        self.replicasets = client.informer(resource_path("apps", "v1", "replicasets"),
+                                           on_delete=self._deployment_deleted) if keeps_deployments \
+            else client.informer(path)
+        self.replicasets = client.informer(sets.path(),
                                            on_add=self._replicaset_changed,
                                            on_update=lambda _old, new: self._replicaset_changed(new),
                                            on_delete=self._replicaset_deleted)
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
                                     on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_deleted)
         self._owner_keys: dict[str, str] = {}  # uid -> "kind:namespace/name" of the owners seen
-        self.pods_of = Dependents("ReplicaSet", self._owner_keys.__contains__)  # the pods of each ReplicaSet
+        self.pods_of = Dependents(sets.kind, self._owner_keys.__contains__)  # the pods of each ReplicaSet
         self.sets_of = Dependents("Deployment", self._owner_keys.__contains__)  # the ReplicaSets of each Deployment
         self.expectations = Expectations()  # a ReplicaSet's pod creates and deletes not yet seen
         self.events = Recorder(client, "deployment-controller")
-        self.rs_events = Recorder(self.rs_client, "replicaset-controller")  # the ReplicaSets' own events
+        self.rs_events = Recorder(self.rs_client, sets.controller)  # the ReplicaSets' own events
         self.created = 0
         self.deleted = 0
 
@@ -246,7 +292,7 @@ class WorkloadController:
             if self.syncs_replicasets:
                 await self.sync_replicaset(name)
             elif self.collects:
-                await self._finalize(self.replicasets.items.get(name), "ReplicaSet", "Pod", self.pods_of)
+                await self._finalize(self.replicasets.items.get(name), self.kind.kind, "Pod", self.pods_of)
         elif kind == "deployment":
             if self.syncs_deployments:
                 await self.sync_deployment(name)
@@ -270,18 +316,19 @@ class WorkloadController:
     async def _adopt(self, owner: dict[str, Any], kind: str, group: str, plural: str) -> bool:
         """Take as dependents the released objects of the owner's namespace that its selector
         matches (upstream's ControllerRefManager); True if any was adopted."""
-        released = (self.pods_of if kind == "ReplicaSet" else self.sets_of).released
+        released = (self.pods_of if kind == self.kind.kind else self.sets_of).released
         if not released:
             return False
         meta = meta_of(owner)
-        selector = (owner.get("spec") or {}).get("selector") or {}
+        spec = owner.get("spec") or {}
+        selector = self.kind.selector(owner) if kind == self.kind.kind else spec.get("selector") or {}
         if not selector.get("matchLabels") and not selector.get("matchExpressions"):
             return False  # an empty selector adopts nothing, as upstream
         prefix = f"{meta.get('namespace', '')}/"
         adopted = False
-        ref = {"apiVersion": "apps/v1", "kind": kind, "name": meta.get("name"), "uid": meta.get("uid"),
-               "controller": True, "blockOwnerDeletion": True}
-        client = self.rs_client if kind == "ReplicaSet" else self.client
+        ref = {"apiVersion": self.kind.api_version if kind == self.kind.kind else "apps/v1", "kind": kind,
+               "name": meta.get("name"), "uid": meta.get("uid"), "controller": True, "blockOwnerDeletion": True}
+        client = self.rs_client if kind == self.kind.kind else self.client
         for key, obj in list(released.items()):
             if not adoptable(key, obj, prefix, selector) \
                     or not await add_controller_ref(client, group, plural, obj, ref):
@@ -295,13 +342,13 @@ class WorkloadController:
         rs = self.replicasets.items.get(key)
         if rs is None:
             return
-        owned = await pods_to_sync(self.rs_client, "ReplicaSet", rs, self.pods_of, self.expectations,
+        owned = await pods_to_sync(self.rs_client, self.kind.kind, rs, self.pods_of, self.expectations,
                                    collects=self.collects)
         if owned is None:
             return
         meta = meta_of(rs)
         uid = str(meta.get("uid", ""))
-        if await self._adopt(rs, "ReplicaSet", "", "pods"):
+        if await self._adopt(rs, self.kind.kind, "", "pods"):
             return  # the adopted pods' events requeue this ReplicaSet
         # the status counts the pods as they were before this sync's creates and deletes (upstream's
         # calculateStatus of the lists manageReplicas got): ``owned`` is the informer's own view,
@@ -329,11 +376,11 @@ class WorkloadController:
                 try:
                     await self.rs_client.delete(resource_path("", "v1", "pods", namespace, name))
                     self.deleted += 1
-                    self.rs_events.record("ReplicaSet", rs, "SuccessfulDelete", f"Deleted pod: {name}")
+                    self.rs_events.record(self.kind.kind, rs, "SuccessfulDelete", f"Deleted pod: {name}")
                 except ApiError as e:
                     self.expectations.seen(uid, "-" + name)
                     if e.code != 404:  # (upstream's DeletePod records none for a pod already gone)
-                        self.rs_events.record("ReplicaSet", rs, "FailedDelete", f"Error deleting: {e.message}",
+                        self.rs_events.record(self.kind.kind, rs, "FailedDelete", f"Error deleting: {e.message}",
                                               "Warning")
                         raise
 
@@ -356,8 +403,8 @@ class WorkloadController:
         tmeta = template.get("metadata") or {}
         pod_meta: dict[str, Any] = {
             "generateName": f"{meta['name']}-", "namespace": meta.get("namespace"),
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": meta["name"], "uid": uid,
-                                 "controller": True, "blockOwnerDeletion": True}]}
+            "ownerReferences": [{"apiVersion": self.kind.api_version, "kind": self.kind.kind, "name": meta["name"],
+                                 "uid": uid, "controller": True, "blockOwnerDeletion": True}]}
         for field in ("labels", "annotations", "finalizers"):
             if tmeta.get(field):
                 pod_meta[field] = tmeta[field]
@@ -369,7 +416,7 @@ class WorkloadController:
                 created = await self.rs_client.create(path, copy.deepcopy(body))
             except ApiError as e:
                 if not namespace_terminating(e):  # (upstream's RealPodControl.CreatePods)
-                    self.rs_events.record("ReplicaSet", rs, "FailedCreate", f"Error creating: {e.message}",
+                    self.rs_events.record(self.kind.kind, rs, "FailedCreate", f"Error creating: {e.message}",
                                           "Warning")
                 raise
             name = meta_of(created).get("name", "")
@@ -377,7 +424,7 @@ class WorkloadController:
             if name not in self.pods_of.of(uid):
                 self.expectations.expect(uid, "+" + name)
             self.created += 1
-            self.rs_events.record("ReplicaSet", rs, "SuccessfulCreate", f"Created pod: {name}")
+            self.rs_events.record(self.kind.kind, rs, "SuccessfulCreate", f"Created pod: {name}")
 
         results = await asyncio.gather(*(create() for _ in range(count)), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
@@ -398,7 +445,7 @@ class WorkloadController:
         available, soonest = pods_available(ready, float((rs.get("spec") or {}).get("minReadySeconds") or 0))
         if soonest is not None:
             self.queue.add_after("replicaset:" + key_of(rs), soonest + 0.1)
-        selector = ((rs.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        selector = self.kind.selector(rs).get("matchLabels") or {}
         labeled = sum(1 for p in pods if all(meta_of(p).get("labels", {}).get(k) == v for k, v in selector.items()))
         status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": len(ready),
                   "availableReplicas": available, "observedGeneration": meta_of(rs).get("generation", 1)}
@@ -410,14 +457,17 @@ class WorkloadController:
                                "reason": failure[0], "message": failure[1]})
         elif failure is None and failed_before:
             conditions = [c for c in conditions if c.get("type") != "ReplicaFailure"]
-        if all(old.get(k, 0) == v for k, v in status.items()) and old.get("terminatingReplicas") == terminating \
+        counts_terminating = self.kind is REPLICA_SETS  # (a ReplicationController's status has no such field)
+        if all(old.get(k, 0) == v for k, v in status.items()) \
+                and (not counts_terminating or old.get("terminatingReplicas") == terminating) \
                 and conditions == list(old.get("conditions") or ()):
             return
         meta = meta_of(rs)
-        await self.rs_client.patch(
-            resource_path("apps", "v1", "replicasets", meta.get("namespace"), meta.get("name"), "status"),
-            {"status": {**{k: v if k == "replicas" else v or None for k, v in status.items()},
-                        "terminatingReplicas": terminating, "conditions": conditions or None}})
+        patch: dict[str, Any] = {k: v if k == "replicas" else v or None for k, v in status.items()}
+        if counts_terminating:
+            patch["terminatingReplicas"] = terminating
+        await self.rs_client.patch(self.kind.path(meta.get("namespace"), meta.get("name"), "status"),
+                                   {"status": {**patch, "conditions": conditions or None}})
 
     # -- Deployment
     async def sync_deployment(self, key: str) -> None:
@@ -832,4 +882,12 @@ async def start(client: Client, config: Config) -> None:
     turns on."""
     await WorkloadController(client, deployments=config.controller_enabled("deployment-controller"),
                              replicasets=config.controller_enabled("replicaset-controller"),
+                             collects=config.controller_enabled("garbage-collector-controller")).run()
+
+
+async def start_replication(client: Client, config: Config) -> None:
+    """The component entry point of the ReplicationController controller (and its part of the
+    garbage collector: the pods of deleted ReplicationControllers)."""
+    await WorkloadController(client, sets=REPLICATION_CONTROLLERS, deployments=False,
+                             replicasets=config.controller_enabled("replicationcontroller-controller"),
                              collects=config.controller_enabled("garbage-collector-controller")).run()

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,68 @@ def test_a_budget_that_covers_no_pod_says_so_in_its_events(served: Serve) -> Non
     assert event["involvedObject"]["apiVersion"] == "policy/v1"
     described = kubectl(served, "describe", "pdb", "lonely")
     assert "NoPods" in described and "controllermanager  No matching pods found" in described
+
+
+FRONTEND = """
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: frontend}
+spec:
+  replicas: 3
+  template:
+    metadata:
+      labels: {app: guestbook, tier: frontend}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: php-redis
+        image: gcr.io/google_samples/gb-frontend:v4
+"""
+
+
+def _until(what: str, check: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def _pods(served: Serve, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(kubectl(served, "get", "pods", "-n", namespace, "-o", "json"))["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_a_replication_controller_keeps_its_pods(served: Serve) -> None:
+    """core.sh's ReplicationController blocks: kube-controller-manager's replicationcontroller
+    controller (the ReplicaSet controller over the v1 kind) makes the template's pods, owned by
+    the ReplicationController, says so in events from ``replication-controller``, writes the
+    status ``kubectl describe rc`` reads, follows ``kubectl scale``, and the garbage collector
+    deletes the pods with it (not those of one deleted ``--cascade=orphan``, which the next
+    controller of their labels adopts)."""
+    kubectl(served, "create", "namespace", "rc")
+    kubectl(served, "create", "-n", "rc", "-f", "-", stdin=FRONTEND)
+    _until("three pods", lambda: len(_pods(served, "rc")) == 3)
+    rc = json.loads(kubectl(served, "get", "rc", "frontend", "-n", "rc", "-o", "json"))
+    for pod in _pods(served, "rc"):
+        assert pod["metadata"]["generateName"] == "frontend-"
+        assert pod["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "ReplicationController", "name": "frontend", "uid": rc["metadata"]["uid"],
+             "controller": True, "blockOwnerDeletion": True}]
+    _until("the status counted", lambda: json.loads(kubectl(
+        served, "get", "rc", "frontend", "-n", "rc", "-o", "json"))["status"].get("fullyLabeledReplicas") == 3)
+    status = json.loads(kubectl(served, "get", "rc", "frontend", "-n", "rc", "-o", "json"))["status"]
+    assert "terminatingReplicas" not in status and status["replicas"] == 3 and status["observedGeneration"] == 1
+    described = kubectl(served, "describe", "rc", "frontend", "-n", "rc")
+    assert "Replicas:     3 current / 3 desired" in described
+    assert "SuccessfulCreate" in described and "replication-controller  Created pod: frontend-" in described
+
+    kubectl(served, "scale", "--current-replicas=3", "--replicas=1", "rc", "frontend", "-n", "rc")
+    _until("one pod", lambda: len(_pods(served, "rc")) == 1)
+    (kept,) = _pods(served, "rc")
+    kubectl(served, "delete", "rc", "frontend", "-n", "rc", "--cascade=orphan")
+    _until("released", lambda: not _pods(served, "rc")[0]["metadata"].get("ownerReferences"))
+    kubectl(served, "create", "-n", "rc", "-f", "-", stdin=FRONTEND)
+    _until("adopted and two more", lambda: len(_pods(served, "rc")) == 3)
+    assert kept["metadata"]["name"] in {p["metadata"]["name"] for p in _pods(served, "rc")}
+    kubectl(served, "delete", "rc", "frontend", "-n", "rc")
+    _until("collected", lambda: not _pods(served, "rc"))
