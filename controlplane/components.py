@@ -179,6 +179,10 @@ COMPONENTS: list[Component] = [
     # controller (controllers/defaultservicecidr.py)
     Component("default-service-cidr-controller", "controlplane.controllers.defaultservicecidr:start",
               lambda config: True, agent="kube-apiserver", user=API_SERVER),
+    # kube-system, kube-public, kube-node-lease and default made again when deleted, every minute, in every mode,
+    # as kube-apiserver's own controller (controllers/systemnamespaces.py)
+    Component("system-namespaces-controller", "controlplane.controllers.systemnamespaces:start", lambda config: True,
+              agent="kube-apiserver", user=API_SERVER),
     # custom resources' local APIServices and every APIService's Available condition, in every mode, as
     # kube-apiserver's own controllers (controllers/apiservices.py)
     Component("apiservice-controller", "controlplane.controllers.apiservices:start", lambda config: True,

@@ -127,7 +127,7 @@ def test_only_kube_controller_managers_components_read_the_list() -> None:
     none = _running(Config(controllers=()))
     # the scheduler, the simulated kubelets, the autoscaler and kube-apiserver's own controllers stay
     assert none == {"scheduler", "nodes", "autoscaler", "default-service-cidr-controller", "apiservice-controller",
-                    "apf-configuration-controller"}
+                    "apf-configuration-controller", "system-namespaces-controller"}
     assert everything - none == {c.name for c in components.COMPONENTS if c.controllers}
     for component in components.COMPONENTS:
         assert all(name in KNOWN for name in component.controllers), component.name
@@ -146,4 +146,4 @@ def test_a_component_playing_several_controllers_runs_while_one_of_them_is_on() 
 def test_no_scheduler_still_turns_every_controller_off() -> None:
     assert _running(Config(scheduler=False, controllers=("*",))) == {
         "nodes", "autoscaler", "clusterrole-aggregation-controller", "default-service-cidr-controller",
-        "apiservice-controller", "apf-configuration-controller"}
+        "apiservice-controller", "apf-configuration-controller", "system-namespaces-controller"}

@@ -5,6 +5,7 @@ against one ``controlplane serve`` (its controllers and scheduler, no nodes) ove
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -12,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from controlplane.client import Client
+from controlplane.controllers.systemnamespaces import SystemNamespacesController
 from tests.e2e.test_kubectl import kubectl
 from tests.e2e.test_kubectl_sweep import failing
 from tests.test_cli import Serve, running, start_serve
@@ -121,3 +124,22 @@ def test_a_replication_controller_keeps_its_pods(served: Serve) -> None:
     assert kept["metadata"]["name"] in {p["metadata"]["name"] for p in _pods(served, "rc")}
     kubectl(served, "delete", "rc", "frontend", "-n", "rc")
     _until("collected", lambda: not _pods(served, "rc"))
+
+
+def test_a_deleted_system_namespace_comes_back(served: Serve) -> None:
+    """core.sh's ``kubectl delete namespace -n my-namespace --all`` deletes every namespace it
+    may: ``kube-node-lease`` too (only default, kube-system and kube-public are immortal).
+    kube-apiserver's system namespaces controller makes it again at its next sync (every
+    minute; here one with a short interval, over the socket, as the server's own runs)."""
+    err = failing(served, "delete", "namespace", "kube-node-lease", "kube-public")
+    assert 'namespaces "kube-public" is forbidden: this namespace may not be deleted' in err
+    _until("gone", lambda: "kube-node-lease" not in kubectl(served, "get", "namespaces", "-o", "name"))
+
+    async def sync() -> None:
+        async with Client.from_kubeconfig(served.kubeconfig) as client:
+            await SystemNamespacesController(client, interval=0).sync()
+
+    asyncio.run(sync())
+    created = json.loads(kubectl(served, "get", "namespace", "kube-node-lease", "-o", "json"))
+    assert created["status"]["phase"] == "Active"
+    assert created["metadata"]["labels"] == {"kubernetes.io/metadata.name": "kube-node-lease"}
