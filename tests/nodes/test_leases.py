@@ -85,6 +85,29 @@ async def test_a_deleted_lease_is_created_again_by_the_next_bulk_renewal(client:
         assert lease["spec"]["holderIdentity"] == "sim-node-1"
 
 
+async def test_leases_come_back_once_their_deleted_namespace_does(client: Client) -> None:
+    """``kubectl delete namespace --all`` deletes kube-node-lease with every Lease: each renewal
+    then finds its Lease missing and cannot create it (no namespace) until kube-apiserver's
+    system namespaces controller makes the namespace again; the kubelets keep trying, so
+    their Leases come back then."""
+    namespaces = resource_path("", "v1", "namespaces")
+    async with simulating(client, fast(count=2, renew_interval=0.3, heartbeat_batch=0.1)) as sim:
+        assert sim.bulk_renewals
+
+        async def both() -> bool:
+            return len((await client.list(LEASES))["items"]) == 2
+        await eventually(both)
+        await client.delete(f"{namespaces}/kube-node-lease")
+
+        async def gone() -> bool:
+            return "kube-node-lease" not in {n["metadata"]["name"] for n in (await client.list(namespaces))["items"]}
+        await eventually(gone)
+        await asyncio.sleep(1.0)  # a few renewals that cannot create their Leases
+        assert sim.nodes["sim-node-0"].lease_ready
+        await client.create(namespaces, {"metadata": {"name": "kube-node-lease"}})
+        await eventually(both, timeout=3)
+
+
 async def test_nodes_created_by_others_with_the_kwok_annotation_are_adopted(client: Client) -> None:
     async with simulating(client, fast(count=0)) as sim:
         await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {
