@@ -128,6 +128,7 @@ from .fieldvalidation import (
     request_scope,
     warning_headers,
 )
+from .gojson import interpret_error, summarize, syntax_error
 from .http1 import BODY_TIMEOUT, EXCHANGE_SCOPE_KEY, RECEIVED_SCOPE_KEY, Exchange
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
@@ -1042,7 +1043,7 @@ class KubeApi:
     def _parse(self, rtype: ResourceType, body: bytes, name: str | None = None) -> dict[str, Any]:
         """The request's object; ``name``: the URL's, which an update's body must carry
         (upstream's ``checkName``, after decoding and before any validation)."""
-        obj = json_object(body, "the request body")
+        obj = _decoded(rtype, body)
         check_type_meta(self.registry, rtype, obj, body)
         # the keys set here were not in the body: the duplicate-key count must not see them
         added = ("kind" not in obj) + ("apiVersion" not in obj) + (obj.get("metadata") is None)
@@ -3151,6 +3152,26 @@ MIN_REQUEST_TIMEOUT = 1800  # seconds: kube-apiserver's --min-request-timeout, a
 # Attempts of a write that races others on one object (read, compute, write expecting
 # the revision read). Upstream's GuaranteedUpdate retries without a bound; each
 # attempt here waits for a group commit, so a few dozen writers to one object settle.
+def _decoded(rtype: ResourceType, body: bytes) -> dict[str, Any]:
+    """A create's or update's body as a JSON object; a body that is no JSON, or JSON of
+    another type, is 400 in kube-apiserver's words (``transformDecodeError`` of what its
+    serializer's ``Interpret`` said, in Go's ``encoding/json`` words, and the body's first
+    bytes): ``kubectl create --raw ... -f pod.yaml`` sends YAML as JSON."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        if syntax_error(body) is None:  # (what Go reads but orjson does not: invalid UTF-8, ...)
+            raise ApiError.bad_request(f"the request body is not valid JSON: {e}") from e
+        value = None
+    else:
+        if isinstance(value, dict):
+            return value
+        if value is None:
+            raise ApiError.bad_request("the request body must be a JSON object")
+    raise ApiError.bad_request(f"the object provided is unrecognized (must be of type {rtype.kind}): "
+                               f"{interpret_error(body, value)} ({summarize(body)})")
+
+
 IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})  # never deleted (upstream)
 WRITE_ATTEMPTS = 64
 

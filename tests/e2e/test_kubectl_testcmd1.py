@@ -9,6 +9,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -143,3 +144,29 @@ def test_a_deleted_system_namespace_comes_back(served: Serve) -> None:
     created = json.loads(kubectl(served, "get", "namespace", "kube-node-lease", "-o", "json"))
     assert created["status"]["phase"] == "Active"
     assert created["metadata"]["labels"] == {"kubernetes.io/metadata.name": "kube-node-lease"}
+
+
+def test_a_body_that_is_no_json_object_is_unrecognized_in_gos_words(served: Serve, tmp_path: Path) -> None:
+    """create.sh: ``kubectl create --raw /api/v1/namespaces -f valid-pod.yaml`` sends the YAML
+    as JSON. kube-apiserver's serializer cannot read a kind from it, and its create (or
+    update) handler says so with the kind it wanted, Go's ``encoding/json`` error and the
+    body's first 30 bytes (in hex, or as text for what starts as an object)."""
+    manifest = tmp_path / "valid-pod.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: valid-pod\n")
+    err = failing(served, "create", "--raw", "/api/v1/namespaces", "-f", str(manifest))
+    assert err.strip() == (
+        "Error from server (BadRequest): the object provided is unrecognized (must be of type Namespace): "
+        "couldn't get version/kind; json parse error: invalid character 'a' looking for beginning of value "
+        f"({manifest.read_bytes()[:30].hex()} ...)")
+    err = failing(served, "create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", "-",
+                  stdin='{"metadata": {"name": "x"}, "data": {"a" "b"}}')
+    assert err.strip().endswith(": couldn't get version/kind; json parse error: invalid character '\"' after "
+                                'object key ({"metadata": {"name": "x"}, "d ...)')
+    err = failing(served, "replace", "--raw", "/api/v1/namespaces/default/configmaps/x", "-f", "-", stdin="[1, 2]")
+    assert err.strip() == (
+        "Error from server (BadRequest): the object provided is unrecognized (must be of type ConfigMap): "
+        "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type "
+        'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" } '
+        "(5b312c20325d)")
+    err = failing(served, "create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", "-", stdin='{"a": tru')
+    assert "json parse error: unexpected end of JSON input ({\"a\": tru)" in err
