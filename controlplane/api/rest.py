@@ -1609,7 +1609,7 @@ class KubeApi:
                     if graceful:
                         try:
                             rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
-                        except store.Conflict:
+                        except (store.Conflict, store.NotFound):  # (gone meanwhile: the next read says so)
                             continue
                         meta["resourceVersion"] = str(rev)
                         return obj
@@ -1645,7 +1645,7 @@ class KubeApi:
                     crd_terminate(obj)
                 try:
                     rev = await self.store.update(key, orjson.dumps(obj), current.mod_revision)
-                except store.Conflict:
+                except (store.Conflict, store.NotFound):
                     continue
                 if terminating:
                     self._spawn(self._terminate(name))

@@ -4,11 +4,14 @@ a patch or an update cannot rename, move or re-identify the object it writes."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client, resource_path
+from controlplane.config import Config
 
 CMS = resource_path("", "v1", "configmaps", "default")
 NODES = resource_path("", "v1", "nodes")
@@ -298,3 +301,32 @@ async def test_a_dry_run_does_not_outlive_its_request(client: Client) -> None:
         "regarding": {"kind": "ConfigMap", "name": "after-dry-run", "namespace": "default"}})
     await client.create(CMS, {"metadata": {"name": "after-conversion"}})  # stored as a ConfigMap, not converted
     assert (await client.get(f"{CMS}/after-conversion"))["kind"] == "ConfigMap"
+
+
+async def test_a_delete_that_races_another_is_not_found_in_the_usual_words(tmp_path: Path) -> None:
+    """``kubectl delete -f`` of a namespace and its pod: the namespace's deletion may delete the
+    pod between the pod delete's read and its write. Upstream's store answers that write's
+    NotFound as the registry's, ``pods "web" not found``; the same for a mark of an object
+    with finalizers."""
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as client:
+        kube = app.state.front.kube
+        pods = resource_path("", "v1", "pods", "default")
+        await client.create(pods, {"metadata": {"name": "web"},  # bound: its delete is graceful
+                                   "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})
+        await client.create(CMS, {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}})
+        update = kube.store.update
+
+        async def deleted_first(key: bytes, value: bytes, expected: int) -> int:
+            await kube.store.delete(key)  # another request's delete, just before this write
+            return await update(key, value, expected)
+
+        kube.store.update = deleted_first
+        try:
+            for path, message in ((f"{pods}/web", 'pods "web" not found'),
+                                  (f"{CMS}/held", 'configmaps "held" not found')):
+                with pytest.raises(ApiError) as e:
+                    await client.delete(path)
+                assert (e.value.code, e.value.reason, e.value.message) == (404, "NotFound", message)
+        finally:
+            kube.store.update = update
