@@ -445,8 +445,10 @@ class WorkloadController:
         available, soonest = pods_available(ready, float((rs.get("spec") or {}).get("minReadySeconds") or 0))
         if soonest is not None:
             self.queue.add_after("replicaset:" + key_of(rs), soonest + 0.1)
-        selector = self.kind.selector(rs).get("matchLabels") or {}
-        labeled = sum(1 for p in pods if all(meta_of(p).get("labels", {}).get(k) == v for k, v in selector.items()))
+        # fully labeled: the pod has its template's labels, which may be more than the selector's
+        # (an adopted pod may lack some; upstream's calculateStatus)
+        wanted = ((((rs.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {})
+        labeled = sum(1 for p in pods if all(meta_of(p).get("labels", {}).get(k) == v for k, v in wanted.items()))
         status = {"replicas": len(pods), "fullyLabeledReplicas": labeled, "readyReplicas": len(ready),
                   "availableReplicas": available, "observedGeneration": meta_of(rs).get("generation", 1)}
         old = rs.get("status") or {}

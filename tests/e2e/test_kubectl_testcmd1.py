@@ -170,3 +170,27 @@ def test_a_body_that_is_no_json_object_is_unrecognized_in_gos_words(served: Serv
         "(5b312c20325d)")
     err = failing(served, "create", "--raw", "/api/v1/namespaces/default/configmaps", "-f", "-", stdin='{"a": tru')
     assert "json parse error: unexpected end of JSON input ({\"a\": tru)" in err
+
+
+def test_a_pod_without_all_its_templates_labels_is_not_fully_labeled(served: Serve) -> None:
+    """``fullyLabeledReplicas`` counts the pods that carry the template's labels, which may be
+    more than the selector's (upstream's calculateStatus): a pod adopted from a
+    ReplicationController deleted ``--cascade=orphan`` lacks the new template's extra label."""
+    kubectl(served, "create", "namespace", "labels")
+    first = FRONTEND.replace("replicas: 3", "replicas: 1").replace(
+        "template:", "selector: {app: guestbook}\n  template:").replace(", tier: frontend", "")
+    kubectl(served, "create", "-n", "labels", "-f", "-", stdin=first)
+    _until("its pod", lambda: len(_pods(served, "labels")) == 1)
+    kubectl(served, "delete", "rc", "frontend", "-n", "labels", "--cascade=orphan")
+    _until("released", lambda: not _pods(served, "labels")[0]["metadata"].get("ownerReferences"))
+    second = FRONTEND.replace("replicas: 3", "replicas: 1").replace(
+        "template:", "selector: {app: guestbook}\n  template:")
+    kubectl(served, "create", "-n", "labels", "-f", "-", stdin=second)
+    _until("adopted", lambda: bool(_pods(served, "labels")[0]["metadata"].get("ownerReferences")))
+
+    def status() -> dict[str, Any]:
+        got: dict[str, Any] = json.loads(kubectl(served, "get", "rc", "frontend", "-n", "labels", "-o", "json"))
+        return got.get("status") or {}
+
+    _until("counted", lambda: status().get("replicas") == 1)  # (no nodes here: never ready)
+    assert len(_pods(served, "labels")) == 1 and "fullyLabeledReplicas" not in status()
