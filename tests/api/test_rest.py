@@ -319,7 +319,8 @@ async def test_a_delete_that_races_another_is_not_found_in_the_usual_words(tmp_p
 
         async def deleted_first(key: bytes, value: bytes, expected: int) -> int:
             await kube.store.delete(key)  # another request's delete, just before this write
-            return await update(key, value, expected)
+            revision: int = await update(key, value, expected)
+            return revision
 
         kube.store.update = deleted_first
         try:
