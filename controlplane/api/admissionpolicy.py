@@ -31,7 +31,9 @@ error (none found under ``Deny``, a ``paramKind`` not served) refuses under ``fa
 Fail``, whatever the binding's actions. A denial is upstream's ``admission.NewForbidden``
 Status, its code and reason the validation's (``forbidden_details``).
 
-Not done: ``authorizer``.
+The validations, variables and match conditions have ``authorizer`` (``api/celauthz.py``: the
+request's user asked of the server's authorizer, each check once per request); an audit
+annotation naming it fails as it runs, as upstream evaluates those without it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ..registry.expressions import ExpressionError, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
 from . import audit
+from .celauthz import AuthorizerLibrary
 from .errors import ApiError
 from .fieldvalidation import add_warning
 from .namespaced import NamespacedObjects
@@ -125,6 +128,33 @@ def forbidden_details(rtype: ResourceType, name: str, obj: Obj | None) -> Obj:
     return details
 
 
+def uses_authorizer(spec: Obj) -> bool:
+    """Whether a policy's expressions may ask the ``authorizer`` (its text names it)."""
+    return "authorizer" in orjson.dumps(spec).decode()
+
+
+async def authorized(expression: str, context: Any, library: AuthorizerLibrary | None) -> Any:
+    """``expression``'s value in ``context``; with ``library`` (the request's ``authorizer``,
+    installed in ``context``) its checks asked of the server's authorizer."""
+    if library is not None and "authorizer" in expression:
+        return await library.evaluate(expression, context)
+    return evaluate(expression, context)
+
+
+def _unauthorized(expression: str, context: Any, library: AuthorizerLibrary | None) -> Any:
+    """``expression``'s value where upstream binds no ``authorizer`` though it declares one (an
+    audit annotation's value): naming it fails as cel-go fails an unbound variable."""
+    if library is None or "authorizer" not in expression:
+        return evaluate(expression, context)
+    variables = {k: v for k, v in context.variables.items() if k != "authorizer"}
+    try:
+        return evaluate(expression, variables)
+    except ExpressionError as e:
+        if "'authorizer'" in str(e):
+            raise ExpressionError("no such attribute(s): authorizer") from None
+        raise
+
+
 def _message(validation: Obj, expression: str, context: Any) -> str:
     """A failed validation's message: its ``messageExpression`` (a string), else its
     ``message``, else the expression itself, as upstream."""
@@ -186,6 +216,7 @@ class AdmissionPolicies(BoundPolicies):
                      subresource: str | None, user: User | None, kind: tuple[str, str, str] | None,
                      failures: list[Obj] | None, annotations: dict[str, list[str]]) -> None:
         context: Any = None
+        library: AuthorizerLibrary | None = None
         namespace_object: Obj | None = None
         for binding in bindings:
             bspec = binding.get("spec") or {}
@@ -225,9 +256,13 @@ class AdmissionPolicies(BoundPolicies):
                     namespace_object = await self._namespace(namespace)
                 context = self._context(rtype, namespace, name, operation, obj, old, subresource, user,
                                         namespace_object, kind)
+            if library is None and uses_authorizer(pspec):  # upstream's caching authorizer: one per request
+                library = AuthorizerLibrary(self.kube.authorizer, user, (
+                    rtype.group, rtype.plural, subresource or "", namespace or "", name))
+                library.install(context)
             for param in params:  # the policy evaluated once per param, each with its own verdict
                 context.add_variable("params", param)
-                self._validate(policy, binding, context, failures, annotations)
+                await self._validate(policy, binding, context, failures, annotations, library)
 
     @staticmethod
     def _configuration_error(policy: Obj, binding: Obj | None, error: ParamError) -> None:
@@ -290,12 +325,15 @@ class AdmissionPolicies(BoundPolicies):
         return context
 
     @staticmethod
-    def _validate(policy: Obj, binding: Obj, context: Any, failures: list[Obj] | None = None,
-                  annotations: dict[str, list[str]] | None = None) -> None:
+    async def _validate(policy: Obj, binding: Obj, context: Any, failures: list[Obj] | None = None,
+                        annotations: dict[str, list[str]] | None = None,
+                        library: AuthorizerLibrary | None = None) -> None:
         """Evaluate ``policy`` for ``binding`` (with the ``params`` set in ``context``);
         ``failures``: where an audited request's ``Audit`` action notes them (None: not
         audited; the policy's ``auditAnnotations`` are then not evaluated), ``annotations``
-        where their values go (each distinct one once, as upstream's collector)."""
+        where their values go (each distinct one once, as upstream's collector). ``library``:
+        the request's ``authorizer`` (installed in ``context``), which the validations, match
+        conditions and variables ask, as upstream's."""
         pspec, bspec = policy.get("spec") or {}, binding.get("spec") or {}
         pname, bname = policy["metadata"]["name"], binding["metadata"]["name"]
         actions = set(bspec.get("validationActions") or ())
@@ -317,14 +355,15 @@ class AdmissionPolicies(BoundPolicies):
             variables: dict[str, Any] = {}
             context.add_variable("variables", variables)
             for variable in pspec.get("variables") or ():  # each sees those before it
-                variables[str(variable.get("name"))] = evaluate(str(variable.get("expression", "")), context)
+                variables[str(variable.get("name"))] = await authorized(str(variable.get("expression", "")),
+                                                                        context, library)
                 context.add_variable("variables", variables)
             for condition in pspec.get("matchConditions") or ():
-                if evaluate(str(condition.get("expression", "")), context) is not True:
+                if await authorized(str(condition.get("expression", "")), context, library) is not True:
                     return  # a match condition is false: the policy does not apply
             if failures is not None:  # an audited request: the policy's audit annotations
                 for annotation in pspec.get("auditAnnotations") or ():
-                    value = evaluate(str(annotation.get("valueExpression", "")), context)
+                    value = _unauthorized(str(annotation.get("valueExpression", "")), context, library)
                     if value is not None and not isinstance(value, str):
                         raise ExpressionError(f"valueExpression must evaluate to a string or null, not {value!r}")
                     if value and annotations is not None:  # (null or "": left out, as upstream)
@@ -333,7 +372,7 @@ class AdmissionPolicies(BoundPolicies):
                             values.append(value)
             for index, validation in enumerate(pspec.get("validations") or ()):  # noqa: B007 (fail reads it)
                 expression = str(validation.get("expression", ""))
-                if evaluate(expression, context) is not True:
+                if await authorized(expression, context, library) is not True:
                     fail(_message(validation, expression, context), str(validation.get("reason") or "Invalid"))
         except ExpressionError as e:
             if not ignore:

@@ -66,7 +66,11 @@ class AuthorizerLibrary:
 
     def context(self, variables: Obj) -> Any:
         """A ``cel.Context`` of ``variables``, ``authorizer`` and the library."""
-        context = context_of({**variables, "authorizer": self.variable})
+        return self.install(context_of(variables))
+
+    def install(self, context: Any) -> Any:
+        """``context`` (a ``cel.Context``) with ``authorizer`` and the library's functions added."""
+        context.add_variable("authorizer", self.variable)
         for name, function in self.functions.items():
             context.add_function(name, function)
         return context

@@ -36,8 +36,8 @@ after the webhooks when they changed the object, or when a later policy did.
 
 Message constructions are rewritten into maps naming their type (``registry/celsyntax.py``):
 the interpreter parses them but cannot evaluate them. Parameters as a validating policy's
-(``api/policyparams.py``): applied once per param, ``params`` in every expression. Not done:
-the ``authorizer``, a webhook
+(``api/policyparams.py``): applied once per param, ``params`` in every expression; ``authorizer``
+(``api/celauthz.py``) in the variables, match conditions and mutations. Not done: a webhook
 reinvoked after a policy's reinvocation changed the object, and the expressions' result types
 at the policy's write but for whole literals (``registry/mutatingpolicies.py``; the others are
 checked when they run).
@@ -53,11 +53,12 @@ import jsonpointer
 import orjson
 
 from ..registry.celsyntax import STRUCT_TYPE
-from ..registry.expressions import ExpressionError, evaluate
+from ..registry.expressions import ExpressionError
 from ..registry.shapes import Kind, Shape, custom_shape, shape_for
 from ..registry.typed import ShapeError, merge
 from ..registry.types import ResourceType
-from .admissionpolicy import AdmissionPolicies, BoundPolicies, forbidden_details
+from .admissionpolicy import AdmissionPolicies, BoundPolicies, authorized, forbidden_details, uses_authorizer
+from .celauthz import AuthorizerLibrary
 from .errors import ApiError
 from .jsonpatches import apply as apply_json_patch
 from .policyparams import ParamError
@@ -117,6 +118,7 @@ class MutatingPolicies(BoundPolicies):
         namespace_object: Obj | None = None
         namespace_read = False
         context: Any = None
+        library: AuthorizerLibrary | None = None
         changed_any = False
         configuration: list[tuple[str, str]] = []  # the errors to refuse with, (message, reason), in order
         failed: list[tuple[str, str]] = []
@@ -177,10 +179,14 @@ class MutatingPolicies(BoundPolicies):
                     context = AdmissionPolicies._context(rtype, namespace, name if not generated_name else "",
                                                          operation, work, old, subresource, user, namespace_object,
                                                          kind)
+                if library is None and uses_authorizer(pspec):  # one per request, as upstream's caching one
+                    library = AuthorizerLibrary(self.kube.authorizer, user, (
+                        rtype.group, rtype.plural, subresource or "", namespace or "", name))
+                    library.install(context)
                 context.add_variable("params", param)
                 before = work
                 try:
-                    work = self._apply(policy, rtype, work, context)
+                    work = await self._apply(policy, rtype, work, context, library)
                 except _MutationError as e:
                     if not ignore:
                         failed.append((f"policy '{pname}' with binding '{bname}' denied request: {e}", "Invalid"))
@@ -211,42 +217,45 @@ class MutatingPolicies(BoundPolicies):
         raw = await self.kube.reads.get(namespaces, None, name, "0")
         return orjson.loads(raw) if raw is not None else None
 
-    def _apply(self, policy: Obj, rtype: ResourceType, obj: Obj, context: Any) -> Obj:
+    async def _apply(self, policy: Obj, rtype: ResourceType, obj: Obj, context: Any,
+                     library: AuthorizerLibrary | None) -> Obj:
         """``obj`` after ``policy``'s mutations (``obj`` itself when its match conditions say
-        no); raises ``_MutationError``."""
+        no); raises ``_MutationError``. ``library``: the request's ``authorizer``, which the
+        variables, match conditions and mutations ask, as upstream's."""
         pspec = policy.get("spec") or {}
         context.add_variable("object", obj)
         try:
             variables: dict[str, Any] = {}
             context.add_variable("variables", variables)
             for variable in pspec.get("variables") or ():  # each sees those before it
-                variables[str(variable.get("name"))] = evaluate(str(variable.get("expression", "")), context)
+                variables[str(variable.get("name"))] = await authorized(str(variable.get("expression", "")),
+                                                                        context, library)
                 context.add_variable("variables", variables)
             for condition in pspec.get("matchConditions") or ():
-                if evaluate(str(condition.get("expression", "")), context) is not True:
+                if await authorized(str(condition.get("expression", "")), context, library) is not True:
                     return obj  # a match condition is false: the policy does not apply
         except ExpressionError as e:
             raise _MutationError(f"expression resulted in an error: {e}") from e
         for mutation in pspec.get("mutations") or ():
             context.add_variable("object", obj)
             if mutation.get("patchType") == "JSONPatch":
-                obj = _json_patched(obj, str((mutation.get("jsonPatch") or {}).get("expression", "")), context)
+                expression = str((mutation.get("jsonPatch") or {}).get("expression", ""))
+                obj = _json_patched(obj, await _evaluated(expression, context, library))
             else:
                 expression = str((mutation.get("applyConfiguration") or {}).get("expression", ""))
-                obj = _applied(obj, expression, context, _shape(rtype))
+                obj = _applied(obj, await _evaluated(expression, context, library), _shape(rtype))
         return obj
 
 
-def _evaluated(expression: str, context: Any) -> Any:
+async def _evaluated(expression: str, context: Any, library: AuthorizerLibrary | None) -> Any:
     try:
-        return evaluate(expression, context)
+        return await authorized(expression, context, library)
     except ExpressionError as e:
         raise _MutationError(f"expression resulted in an error: {e}") from e
 
 
-def _json_patched(obj: Obj, expression: str, context: Any) -> Obj:
-    """Upstream's ``jsonPatcher.Patch``: the expression's JSONPatch list applied to ``obj``."""
-    result = _evaluated(expression, context)
+def _json_patched(obj: Obj, result: Any) -> Obj:
+    """Upstream's ``jsonPatcher.Patch``: the expression's JSONPatch list (``result``) applied to ``obj``."""
     if not isinstance(result, list):
         raise _MutationError("type mismatch: JSONPatchType.expression should evaluate to array")
     operations = []
@@ -272,9 +281,8 @@ def _json_patched(obj: Obj, expression: str, context: Any) -> Obj:
     return patched
 
 
-def _applied(obj: Obj, expression: str, context: Any, shape: Shape) -> Obj:
-    """Upstream's ``applyConfigPatcher.Patch``: the expression's ``Object{...}`` merged into ``obj``."""
-    result = _evaluated(expression, context)
+def _applied(obj: Obj, result: Any, shape: Shape) -> Obj:
+    """Upstream's ``applyConfigPatcher.Patch``: the expression's ``Object{...}`` (``result``) merged into ``obj``."""
     if not isinstance(result, dict) or result.get(STRUCT_TYPE) != "Object":
         raise _MutationError("unsupported return type from ApplyConfiguration expression: the expression must "
                              "make an Object{...}")
