@@ -20,6 +20,10 @@ also gets the policy's ``auditAnnotations`` (``<policy>/<key>``: the ``valueExpr
 string; null or empty left out). An expression that does
 not parse refuses the policy's write (``registry/admissionpolicies.py``); one that fails
 at run time follows the policy's ``failurePolicy`` (``Fail``, the default, refuses).
+
+As upstream's dispatcher, every binding, param and validation is evaluated (``_Verdicts``):
+each failure takes each of its binding's actions, the first denial is the answer, every
+``Warn`` failure a warning, the first ``Audit`` failure the audit annotation.
 Expressions are compiled once per text, with the CEL interpreter the DRA selectors use.
 
 A failed validation's message is its ``messageExpression``'s string, else its
@@ -38,6 +42,7 @@ annotation naming it fails as it runs, as upstream evaluates those without it.
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +68,8 @@ Obj = dict[str, Any]
 REQUEST_USER: ContextVar[User | None] = ContextVar("controlplane_request_user", default=None)
 VALIDATION_FAILURE_ANNOTATION = "validation.policy.admission.k8s.io/validation_failure"
 _REASONS = {"Invalid": 422, "Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413}
+_MAX_AUDIT_ANNOTATION_VALUE = 10 * 1024  # upstream's maxAuditAnnotationValueLength: longer values cut
+_MAX_MESSAGE = 5 * 1024  # upstream's MaxEvaluatedMessageExpressionSizeBytes
 
 
 def _rule_matches(rule: Obj, group: str, version: str, resource: str, subresource: str, operation: str,
@@ -102,12 +109,22 @@ def object_selected(selector: Any, *objects: Obj | None) -> bool:
                for o in objects if o is not None and "metadata" in o)
 
 
-class _Denied(Exception):
-    """The first denial of a request (a failed validation under ``Deny``, a configuration error)."""
+class _Verdicts:
+    """One request's verdicts across every policy, binding and param (upstream's dispatcher):
+    the denials in the order they were reached (the first is the answer), the ``Audit``
+    action's failures (upstream keeps the first: its audit annotation is written once) and the
+    policies' audit annotations."""
 
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
+    __slots__ = ("annotations", "denied", "failures")
+
+    def __init__(self, audited: bool) -> None:
+        self.denied: list[tuple[int, str, str]] = []  # (code, reason, message)
+        self.failures: list[Obj] | None = [] if audited else None
+        self.annotations: dict[str, list[str]] = {}  # '<policy>/<key>' -> its distinct values
+
+    def deny(self, message: str, reason: str = "Invalid") -> None:
+        code = _REASONS.get(reason, 422)  # upstream's reasonToCode: anything else 422, its reason kept
+        self.denied.append((code, reason or "Invalid", message))
 
 
 def forbidden_details(rtype: ResourceType, name: str, obj: Obj | None) -> Obj:
@@ -156,16 +173,46 @@ def _unauthorized(expression: str, context: Any, library: AuthorizerLibrary | No
 
 
 def _message(validation: Obj, expression: str, context: Any) -> str:
-    """A failed validation's message: its ``messageExpression`` (a string), else its
-    ``message``, else the expression itself, as upstream."""
+    """A failed validation's message, as upstream's validator decides it: its
+    ``messageExpression``'s string (trimmed; not empty, at most 5 KiB, one line), else its
+    ``message`` (trimmed), else ``failed expression: <the expression>``."""
     if validation.get("messageExpression"):
         try:
             text = evaluate(str(validation["messageExpression"]), context)
-        except ExpressionError:
+        except ExpressionError:  # (upstream logs it)
             text = None
-        if isinstance(text, str) and text.strip() and "\n" not in text:
-            return text
-    return str(validation.get("message") or f"failed expression: {expression}")
+        if isinstance(text, str):
+            text = text.strip()
+            if text and len(text.encode()) <= _MAX_MESSAGE and "\n" not in text:
+                return text
+    message = str(validation.get("message") or "").strip()
+    return message or f"failed expression: {expression.strip()}"
+
+
+def _variable_error(expression: str, broken: dict[str, str]) -> str | None:
+    """The error of a failed variable ``expression`` names (``variables.name``), which upstream's
+    lazily evaluated variables make the expression's own."""
+    for name, error in broken.items():
+        if re.search(rf"\bvariables\s*\.\s*{re.escape(name)}\b", expression):
+            return error
+    return None
+
+
+def _cel_type(value: Any) -> str:
+    """The CEL type name of a value (cel-go's ``Type().String()``)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, bytes):
+        return "bytes"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, dict):
+        return "map"
+    return type(value).__name__
 
 
 class BoundPolicies:
@@ -195,26 +242,26 @@ class AdmissionPolicies(BoundPolicies):
         if not bindings:
             return
         policies = {(p.get("metadata") or {}).get("name"): p for p in await self.policies.of("")}
-        failures: list[Obj] | None = [] if audit.recording() else None  # the Audit action's, for the audit log
-        annotations: dict[str, list[str]] = {}  # the policies' audit annotations: '<policy>/<key>' -> values
+        verdicts = _Verdicts(audit.recording())
         try:
             await self._check(bindings, policies, rtype, namespace, name, operation, obj, old, subresource, user, kind,
-                              failures, annotations)
-        except _Denied as e:  # upstream's Status: admission.NewForbidden's, its code and reason replaced
-            details = forbidden_details(rtype, name, obj)
-            details["causes"] = [{"message": e.message}]
-            raise ApiError(e.code, e.reason, f'{ApiError._what(rtype)} "{details["name"]}" is forbidden: {e.message}',
-                           details) from None
+                              verdicts)
         finally:
-            if failures:
-                audit.annotate(VALIDATION_FAILURE_ANNOTATION, orjson.dumps(failures).decode())
-            for key, values in annotations.items():  # several (a binding's params): joined, as upstream's
+            if verdicts.failures:  # upstream's first: a later one may not overwrite the annotation
+                audit.annotate(VALIDATION_FAILURE_ANNOTATION, orjson.dumps(verdicts.failures[:1]).decode())
+            for key, values in verdicts.annotations.items():  # several (a binding's params): joined, as upstream's
                 audit.annotate(key, ", ".join(values))
+        if verdicts.denied:  # upstream's Status: admission.NewForbidden's of the first, its code and reason replaced
+            code, reason, message = verdicts.denied[0]
+            details = forbidden_details(rtype, name, obj)
+            details["causes"] = [{"message": message}]
+            raise ApiError(code, reason, f'{ApiError._what(rtype)} "{details["name"]}" is forbidden: {message}',
+                           details)
 
     async def _check(self, bindings: list[Obj], policies: dict[Any, Obj], rtype: ResourceType,
                      namespace: str | None, name: str, operation: str, obj: Obj | None, old: Obj | None,
                      subresource: str | None, user: User | None, kind: tuple[str, str, str] | None,
-                     failures: list[Obj] | None, annotations: dict[str, list[str]]) -> None:
+                     verdicts: _Verdicts) -> None:
         context: Any = None
         library: AuthorizerLibrary | None = None
         namespace_object: Obj | None = None
@@ -236,7 +283,7 @@ class AdmissionPolicies(BoundPolicies):
                 try:
                     param_type = self.params.param_type(pspec["paramKind"])
                 except ParamError as e:
-                    self._configuration_error(policy, None, e)
+                    self._configuration_error(policy, None, e, verdicts)
                     continue
                 if param_type is None:
                     continue  # an apiVersion upstream does not parse: the policy is not applied
@@ -247,7 +294,7 @@ class AdmissionPolicies(BoundPolicies):
             try:
                 params = await self.params.collect(param_type, bspec.get("paramRef"), namespace)
             except ParamError as e:
-                self._configuration_error(policy, binding, e)
+                self._configuration_error(policy, binding, e, verdicts)
                 continue
             if not params:
                 continue  # none found, parameterNotFoundAction Allow: nothing to evaluate
@@ -262,10 +309,10 @@ class AdmissionPolicies(BoundPolicies):
                 library.install(context)
             for param in params:  # the policy evaluated once per param, each with its own verdict
                 context.add_variable("params", param)
-                await self._validate(policy, binding, context, failures, annotations, library)
+                await self._validate(policy, binding, context, verdicts, library)
 
     @staticmethod
-    def _configuration_error(policy: Obj, binding: Obj | None, error: ParamError) -> None:
+    def _configuration_error(policy: Obj, binding: Obj | None, error: ParamError, verdicts: _Verdicts) -> None:
         """Upstream's ``addConfigError``: under ``failurePolicy: Fail`` the request is denied
         (422 Invalid, whatever the binding's actions), under ``Ignore`` the policy is skipped."""
         if (policy.get("spec") or {}).get("failurePolicy") == "Ignore":
@@ -273,7 +320,7 @@ class AdmissionPolicies(BoundPolicies):
         shown = f"ValidatingAdmissionPolicy '{policy['metadata']['name']}'"
         if binding is not None:
             shown += f" with binding '{binding['metadata']['name']}'"
-        raise _Denied(422, "Invalid", f"{shown} denied request: {error.configured}")
+        verdicts.deny(f"{shown} denied request: {error.configured}")
 
     async def _namespace(self, name: str) -> Obj | None:
         namespaces = self.kube.registry.get("", "v1", "namespaces")
@@ -325,55 +372,89 @@ class AdmissionPolicies(BoundPolicies):
         return context
 
     @staticmethod
-    async def _validate(policy: Obj, binding: Obj, context: Any, failures: list[Obj] | None = None,
-                        annotations: dict[str, list[str]] | None = None,
+    async def _validate(policy: Obj, binding: Obj, context: Any, verdicts: _Verdicts,
                         library: AuthorizerLibrary | None = None) -> None:
-        """Evaluate ``policy`` for ``binding`` (with the ``params`` set in ``context``);
-        ``failures``: where an audited request's ``Audit`` action notes them (None: not
-        audited; the policy's ``auditAnnotations`` are then not evaluated), ``annotations``
-        where their values go (each distinct one once, as upstream's collector). ``library``:
-        the request's ``authorizer`` (installed in ``context``), which the validations, match
-        conditions and variables ask, as upstream's."""
+        """Evaluate ``policy`` for ``binding`` (with the ``params`` set in ``context``) as
+        upstream's validator, and act on each decision as its dispatcher does: every validation
+        is evaluated, and each that fails (false, or an error under ``failurePolicy: Fail``)
+        takes each of the binding's actions in turn: ``Deny`` notes a denial, ``Warn`` a warning,
+        ``Audit`` a failure for the audit event. The audit annotations are evaluated too (an
+        error under ``Fail`` denies, whatever the actions), their values kept for an audited
+        request. ``library``: the request's ``authorizer`` (installed in ``context``), which
+        the validations, match conditions and variables ask, as upstream's."""
         pspec, bspec = policy.get("spec") or {}, binding.get("spec") or {}
         pname, bname = policy["metadata"]["name"], binding["metadata"]["name"]
-        actions = set(bspec.get("validationActions") or ())
-        ignore = pspec.get("failurePolicy") == "Ignore"
+        actions = list(bspec.get("validationActions") or ())
+        fail_closed = pspec.get("failurePolicy") != "Ignore"
         prefix = f"ValidatingAdmissionPolicy '{pname}' with binding '{bname}'"
-        index = 0  # the validation being evaluated (a failure's expressionIndex)
 
-        def fail(message: str, reason: str = "Invalid") -> None:
-            if "Audit" in actions and failures is not None:
-                failures.append({"message": message, "policy": pname, "binding": bname, "expressionIndex": index,
-                                 "validationActions": list(bspec.get("validationActions") or ())})
-            if "Deny" in actions:
-                code = _REASONS.get(reason, 422)
-                raise _Denied(code, reason if code != 422 else "Invalid", f"{prefix} denied request: {message}")
-            if "Warn" in actions:
-                add_warning(f"Validation failed for {prefix}: {message}")
+        def decide(index: int, message: str, reason: str = "Invalid") -> None:
+            for action in actions:  # (upstream's order: the binding's)
+                if action == "Deny":
+                    verdicts.deny(f"{prefix} denied request: {message}", reason)
+                elif action == "Audit" and verdicts.failures is not None:
+                    verdicts.failures.append({"message": message, "policy": pname, "binding": bname,
+                                              "expressionIndex": index, "validationActions": actions})
+                elif action == "Warn":
+                    add_warning(f"Validation failed for {prefix}: {message}")
 
-        try:
-            variables: dict[str, Any] = {}
+        broken: dict[str, str] = {}  # the variables that failed, by name: an expression naming one fails so
+
+        async def run(expression: str) -> Any:
+            try:
+                return await authorized(expression, context, library)
+            except ExpressionError as e:
+                raise ExpressionError(_variable_error(expression, broken) or str(e)) from None
+
+        variables: dict[str, Any] = {}
+        context.add_variable("variables", variables)
+        for variable in pspec.get("variables") or ():  # each sees those before it
+            vname, expression = str(variable.get("name")), str(variable.get("expression", ""))
+            try:
+                variables[vname] = await run(expression)
+            except ExpressionError as e:  # (upstream evaluates a variable when an expression names it)
+                broken[vname] = f'composited variable "{vname}" fails to evaluate: {e}'
             context.add_variable("variables", variables)
-            for variable in pspec.get("variables") or ():  # each sees those before it
-                variables[str(variable.get("name"))] = await authorized(str(variable.get("expression", "")),
-                                                                        context, library)
-                context.add_variable("variables", variables)
-            for condition in pspec.get("matchConditions") or ():
-                if await authorized(str(condition.get("expression", "")), context, library) is not True:
-                    return  # a match condition is false: the policy does not apply
-            if failures is not None:  # an audited request: the policy's audit annotations
-                for annotation in pspec.get("auditAnnotations") or ():
-                    value = _unauthorized(str(annotation.get("valueExpression", "")), context, library)
-                    if value is not None and not isinstance(value, str):
-                        raise ExpressionError(f"valueExpression must evaluate to a string or null, not {value!r}")
-                    if value and annotations is not None:  # (null or "": left out, as upstream)
-                        values = annotations.setdefault(f"{pname}/{annotation.get('key', '')}", [])
-                        if value not in values:
-                            values.append(value)
-            for index, validation in enumerate(pspec.get("validations") or ()):  # noqa: B007 (fail reads it)
-                expression = str(validation.get("expression", ""))
-                if await authorized(expression, context, library) is not True:
-                    fail(_message(validation, expression, context), str(validation.get("reason") or "Invalid"))
-        except ExpressionError as e:
-            if not ignore:
-                fail(f"expression resulted in an error: {e}")
+        errors: list[str] = []
+        for condition in pspec.get("matchConditions") or ():  # upstream's match condition matcher
+            expression = str(condition.get("expression", ""))
+            try:
+                value = await run(expression)
+            except ExpressionError as e:
+                errors.append(f"expression '{expression}' resulted in error: {e}")
+                continue
+            if value is False:
+                return  # a false condition: the policy does not apply, whatever errors others had
+        if errors:
+            if fail_closed:
+                decide(0, errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+            return
+        for index, validation in enumerate(pspec.get("validations") or ()):
+            expression = str(validation.get("expression", ""))
+            try:
+                value = await run(expression)
+            except ExpressionError as e:
+                if fail_closed:
+                    decide(index, f"expression '{expression}' resulted in error: {e}")
+                continue
+            if value is not True:
+                decide(index, _message(validation, expression, context), str(validation.get("reason") or "Invalid"))
+        for annotation in pspec.get("auditAnnotations") or ():
+            expression = str(annotation.get("valueExpression", ""))
+            try:
+                value = _unauthorized(expression, context, library)
+            except ExpressionError as e:
+                if fail_closed:
+                    error = _variable_error(expression, broken) or e
+                    verdicts.deny(f"{prefix} denied request: expression '{expression}' resulted in error: {error}")
+                continue
+            if value is not None and not isinstance(value, str):
+                if fail_closed:
+                    verdicts.deny(f"{prefix} denied request: valueExpression '{expression}' resulted in unsupported "
+                                  f"return type: {_cel_type(value)}. Return type must be either string or null.")
+                continue
+            value = (value or "").strip()[:_MAX_AUDIT_ANNOTATION_VALUE]
+            if value and verdicts.failures is not None:  # (null or "": left out, as upstream)
+                values = verdicts.annotations.setdefault(f"{pname}/{annotation.get('key', '')}", [])
+                if value not in values:
+                    values.append(value)

@@ -224,18 +224,15 @@ class MutatingPolicies(BoundPolicies):
         variables, match conditions and mutations ask, as upstream's."""
         pspec = policy.get("spec") or {}
         context.add_variable("object", obj)
-        try:
-            variables: dict[str, Any] = {}
+        variables: dict[str, Any] = {}
+        context.add_variable("variables", variables)
+        for variable in pspec.get("variables") or ():  # each sees those before it
+            variables[str(variable.get("name"))] = await _evaluated(str(variable.get("expression", "")),
+                                                                    context, library)
             context.add_variable("variables", variables)
-            for variable in pspec.get("variables") or ():  # each sees those before it
-                variables[str(variable.get("name"))] = await authorized(str(variable.get("expression", "")),
-                                                                        context, library)
-                context.add_variable("variables", variables)
-            for condition in pspec.get("matchConditions") or ():
-                if await authorized(str(condition.get("expression", "")), context, library) is not True:
-                    return obj  # a match condition is false: the policy does not apply
-        except ExpressionError as e:
-            raise _MutationError(f"expression resulted in an error: {e}") from e
+        for condition in pspec.get("matchConditions") or ():
+            if await _evaluated(str(condition.get("expression", "")), context, library) is not True:
+                return obj  # a match condition is false: the policy does not apply
         for mutation in pspec.get("mutations") or ():
             context.add_variable("object", obj)
             if mutation.get("patchType") == "JSONPatch":
@@ -248,10 +245,11 @@ class MutatingPolicies(BoundPolicies):
 
 
 async def _evaluated(expression: str, context: Any, library: AuthorizerLibrary | None) -> Any:
+    """``expression``'s value; its error in upstream's words (``expression '...' resulted in error: ...``)."""
     try:
         return await authorized(expression, context, library)
     except ExpressionError as e:
-        raise _MutationError(f"expression resulted in an error: {e}") from e
+        raise _MutationError(f"expression '{expression}' resulted in error: {e}") from e
 
 
 def _json_patched(obj: Obj, result: Any) -> Obj:

@@ -87,7 +87,7 @@ async def test_errors_fail_closed_and_namespace_selectors_narrow(client: Client)
     await bind(client, "strict", "strict", ["Deny"])
     with pytest.raises(ApiError) as e:  # a run-time error under failurePolicy Fail (the default) refuses
         await client.create(resource_path("", "v1", "configmaps", "prod"), {"metadata": {"name": "x"}})
-    assert e.value.code == 422 and "denied request: expression resulted in an error" in e.value.message
+    assert e.value.code == 422 and "denied request: expression 'object.spec.nosuchfield == 1' resulted in error: no such key" in e.value.message
     await client.create(CMS, {"metadata": {"name": "elsewhere"}})  # default is not env=prod
 
 

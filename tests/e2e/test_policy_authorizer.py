@@ -1,7 +1,9 @@
 """Admission policies over a socket (``serve --authorization-mode RBAC``, a token file, an audit
-log) with the real kubectl: the CEL ``authorizer`` in a ValidatingAdmissionPolicy's
+log) with the real kubectl and httpx: the CEL ``authorizer`` in a ValidatingAdmissionPolicy's
 validations, variables and match conditions and in a MutatingAdmissionPolicy's mutations,
-asking RBAC about the request's user."""
+asking RBAC about the request's user; what several failing validations and bindings answer
+(the first denial, a warning for each ``Warn`` failure, the first ``Audit`` failure's
+annotation)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.test_kubectl_openapi import ok, run
@@ -234,12 +237,145 @@ def test_a_mutation_asks_the_authorizer(served: Serve) -> None:
     ok(served, "apply", "-f", "-", stdin=MUTATING)
 
     def label(result: subprocess.CompletedProcess[str]) -> str | None:
-        return (json.loads(result.stdout)["metadata"].get("labels") or {}).get("may-delete-nodes") \
-            if result.returncode == 0 else None
+        if result.returncode != 0:
+            return None
+        return str((json.loads(result.stdout)["metadata"].get("labels") or {}).get("may-delete-nodes"))
 
     n = iter(range(100))
     by_admin = eventually(lambda: run(served, "create", "configmap", f"admin-{next(n)}", "-n", ns, "-o", "json"),
                           lambda r: label(r) is not None)
-    assert label(by_admin) == "true"
+    assert label(by_admin) == "true", by_admin.stderr
     by_alice = as_alice(served, "create", "configmap", "alice", "-n", ns, "-o", "json")
     assert label(by_alice) == "false", by_alice.stderr
+
+
+SEVERAL = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: small-maps}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: several}}
+  validations:
+  - {expression: "size(object.data) < 2", message: too many keys}
+  - {expression: "true"}
+  - {expression: "!('secret' in object.data)", message: "  no secret key  "}
+  - {expression: "object.data.absent == 'x'"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: small-maps-deny}
+spec: {policyName: small-maps, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: small-maps-warn}
+spec: {policyName: small-maps, validationActions: [Warn, Audit]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: ok-names}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: several}}
+  validations:
+  - {expression: "object.metadata.name.startsWith('ok-')", reason: Forbidden}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: the-names}
+spec: {policyName: ok-names, validationActions: [Deny]}
+"""
+
+
+def test_several_failing_validations_and_bindings(served: Serve) -> None:
+    """As upstream's dispatcher: every binding and validation is evaluated; the first denial is
+    the answer (its code and reason, one cause); each ``Warn`` failure is a warning, an error
+    (under ``failurePolicy: Fail``) one too, in upstream's words; the ``Audit`` annotation holds
+    the first failure only, as upstream's may not be written twice."""
+    ns = namespace(served, "several")
+    ok(served, "apply", "-f", "-", stdin=SEVERAL)
+    headers = {"Authorization": "Bearer admintoken"}
+    with httpx.Client(base_url=served.url, verify=False, timeout=10, headers=headers) as c:
+        def create(name: str, data: dict[str, str]) -> httpx.Response:
+            return c.post(f"/api/v1/namespaces/{ns}/configmaps", json={"metadata": {"name": name}, "data": data})
+
+        deadline = time.monotonic() + 10  # until the watch caches have every policy and binding
+        while len((r := create("bad", {"a": "1", "secret": "2"})).headers.get_list("warning")) < 3 \
+                or create("probe", {"absent": "x"}).status_code != 403:
+            for name in ("bad", "probe"):
+                c.delete(f"/api/v1/namespaces/{ns}/configmaps/{name}")
+            assert time.monotonic() < deadline, f"the policies were never enforced: {r.headers} {r.text}"
+            time.sleep(0.1)
+        first = "ValidatingAdmissionPolicy 'small-maps' with binding 'small-maps-deny' denied request: too many keys"
+        assert r.status_code == 422, r.text
+        status = r.json()
+        assert status["reason"] == "Invalid" and status["message"] == f'configmaps "bad" is forbidden: {first}'
+        assert status["details"] == {"name": "bad", "kind": "configmaps", "causes": [{"message": first}]}
+        warned = "Validation failed for ValidatingAdmissionPolicy 'small-maps' with binding 'small-maps-warn': "
+        warnings = r.headers.get_list("warning")
+        assert warnings[:2] == [f'299 - "{warned}too many keys"', f'299 - "{warned}no secret key"'], warnings
+        assert len(warnings) == 3 and warnings[2].startswith(
+            f"299 - \"{warned}expression 'object.data.absent == 'x'' resulted in error: "), warnings
+        audit_id = r.headers["Audit-Id"]
+        done = audit_events(served, lambda e: e["auditID"] == audit_id and e["stage"] == "ResponseComplete")
+        assert json.loads(done[0]["annotations"]["validation.policy.admission.k8s.io/validation_failure"]) == [
+            {"message": "too many keys", "policy": "small-maps", "binding": "small-maps-warn", "expressionIndex": 0,
+             "validationActions": ["Warn", "Audit"]}]
+
+        # passing small-maps, failing ok-names alone: its reason and code (Forbidden, 403), the expression
+        # as the message as upstream words it
+        r = create("fine", {"absent": "x"})
+        assert r.status_code == 403, r.text
+        assert r.json()["reason"] == "Forbidden"
+        assert r.json()["details"]["causes"] == [{"message": "ValidatingAdmissionPolicy 'ok-names' with binding "
+                                                  "'the-names' denied request: failed expression: "
+                                                  "object.metadata.name.startsWith('ok-')"}]
+        assert create("ok-fine", {"absent": "x"}).status_code == 201
+
+
+ANNOTATED = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: annotated}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: annotated}}
+  validations:
+  - {expression: "true"}
+  auditAnnotations:
+  - {key: keys, valueExpression: "'  ' + string(size(object.data)) + ' '"}
+  - {key: typed, valueExpression: "has(object.data.typed) ? size(object.data) : null"}
+  - {key: who, valueExpression: "has(object.data.who) ? authorizer.path('/x').check('get').reason() : null"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: annotated}
+spec: {policyName: annotated, validationActions: [Audit]}
+"""
+
+
+def test_audit_annotations_are_evaluated_for_every_request(served: Serve) -> None:
+    """Upstream evaluates a policy's audit annotations with its validations: a value that is
+    not a string or null, or an error (``authorizer`` is declared but, there, not bound),
+    denies under ``failurePolicy: Fail`` whatever the binding's actions; a value is trimmed."""
+    ns = namespace(served, "annotated")
+    ok(served, "apply", "-f", "-", stdin=ANNOTATED)
+    prefix = "ValidatingAdmissionPolicy 'annotated' with binding 'annotated' denied request: "
+    typed = eventually(lambda: run(served, "create", "configmap", "typed", "-n", ns, "--from-literal=typed=1"),
+                       refused)
+    assert (prefix + "valueExpression 'has(object.data.typed) ? size(object.data) : null' resulted in "
+            "unsupported return type: int. Return type must be either string or null.") in typed.stderr, typed.stderr
+    who = run(served, "create", "configmap", "who", "-n", ns, "--from-literal=who=1")
+    assert (prefix + "expression 'has(object.data.who) ? authorizer.path('/x').check('get').reason() : null' "
+            "resulted in error: no such attribute(s): authorizer") in who.stderr, who.stderr
+    ok(served, "create", "configmap", "plain", "-n", ns, "--from-literal=a=1")
+    done = audit_events(served, lambda e: e["verb"] == "create" and e["stage"] == "ResponseComplete"
+                        and e["objectRef"].get("name") == "plain" and e["objectRef"].get("namespace") == ns)
+    assert done[0]["annotations"]["annotated/keys"] == "1"
