@@ -23,7 +23,9 @@ at run time follows the policy's ``failurePolicy`` (``Fail``, the default, refus
 
 As upstream's dispatcher, every binding, param and validation is evaluated (``_Verdicts``):
 each failure takes each of its binding's actions, the first denial is the answer, every
-``Warn`` failure a warning, the first ``Audit`` failure the audit annotation.
+``Warn`` failure a warning, the first ``Audit`` failure the audit annotation. The expressions
+are metered (``registry/expressions.Meter``) for upstream's per-call cost limit and runtime
+cost budget: comprehension iterations are counted, the only cost the interpreter lets one count.
 Expressions are compiled once per text, with the CEL interpreter the DRA selectors use.
 
 A failed validation's message is its ``messageExpression``'s string, else its
@@ -48,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..registry.expressions import ExpressionError, evaluate
+from ..registry.expressions import OUT_OF_BUDGET, ExpressionError, Meter, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
 from . import audit
@@ -150,19 +152,21 @@ def uses_authorizer(spec: Obj) -> bool:
     return "authorizer" in orjson.dumps(spec).decode()
 
 
-async def authorized(expression: str, context: Any, library: AuthorizerLibrary | None) -> Any:
+async def authorized(expression: str, context: Any, library: AuthorizerLibrary | None,
+                     meter: Meter | None = None) -> Any:
     """``expression``'s value in ``context``; with ``library`` (the request's ``authorizer``,
-    installed in ``context``) its checks asked of the server's authorizer."""
+    installed in ``context``) its checks asked of the server's authorizer; ``meter`` (installed
+    in ``context``) bounds its work (``expressions.Meter``)."""
     if library is not None and "authorizer" in expression:
-        return await library.evaluate(expression, context)
-    return evaluate(expression, context)
+        return await library.evaluate(expression, context, meter)
+    return evaluate(expression, context, meter=meter)
 
 
-def _unauthorized(expression: str, context: Any, library: AuthorizerLibrary | None) -> Any:
+def _unauthorized(expression: str, context: Any, library: AuthorizerLibrary | None, meter: Meter) -> Any:
     """``expression``'s value where upstream binds no ``authorizer`` though it declares one (an
     audit annotation's value): naming it fails as cel-go fails an unbound variable."""
     if library is None or "authorizer" not in expression:
-        return evaluate(expression, context)
+        return evaluate(expression, context, meter=meter)
     variables = {k: v for k, v in context.variables.items() if k != "authorizer"}
     try:
         return evaluate(expression, variables)
@@ -172,13 +176,13 @@ def _unauthorized(expression: str, context: Any, library: AuthorizerLibrary | No
         raise
 
 
-def _message(validation: Obj, expression: str, context: Any) -> str:
+def _message(validation: Obj, expression: str, context: Any, meter: Meter | None = None) -> str:
     """A failed validation's message, as upstream's validator decides it: its
     ``messageExpression``'s string (trimmed; not empty, at most 5 KiB, one line), else its
     ``message`` (trimmed), else ``failed expression: <the expression>``."""
     if validation.get("messageExpression"):
         try:
-            text = evaluate(str(validation["messageExpression"]), context)
+            text = evaluate(str(validation["messageExpression"]), context, meter=meter)
         except ExpressionError:  # (upstream logs it)
             text = None
         if isinstance(text, str):
@@ -264,6 +268,7 @@ class AdmissionPolicies(BoundPolicies):
                      verdicts: _Verdicts) -> None:
         context: Any = None
         library: AuthorizerLibrary | None = None
+        meter = Meter()  # the bound on the expressions' work, for upstream's runtime cost limits
         namespace_object: Obj | None = None
         for binding in bindings:
             bspec = binding.get("spec") or {}
@@ -303,13 +308,14 @@ class AdmissionPolicies(BoundPolicies):
                     namespace_object = await self._namespace(namespace)
                 context = self._context(rtype, namespace, name, operation, obj, old, subresource, user,
                                         namespace_object, kind)
+                meter.install(context)
             if library is None and uses_authorizer(pspec):  # upstream's caching authorizer: one per request
                 library = AuthorizerLibrary(self.kube.authorizer, user, (
                     rtype.group, rtype.plural, subresource or "", namespace or "", name))
                 library.install(context)
             for param in params:  # the policy evaluated once per param, each with its own verdict
                 context.add_variable("params", param)
-                await self._validate(policy, binding, context, verdicts, library)
+                await self._validate(policy, binding, context, verdicts, meter, library)
 
     @staticmethod
     def _configuration_error(policy: Obj, binding: Obj | None, error: ParamError, verdicts: _Verdicts) -> None:
@@ -372,7 +378,7 @@ class AdmissionPolicies(BoundPolicies):
         return context
 
     @staticmethod
-    async def _validate(policy: Obj, binding: Obj, context: Any, verdicts: _Verdicts,
+    async def _validate(policy: Obj, binding: Obj, context: Any, verdicts: _Verdicts, meter: Meter,
                         library: AuthorizerLibrary | None = None) -> None:
         """Evaluate ``policy`` for ``binding`` (with the ``params`` set in ``context``) as
         upstream's validator, and act on each decision as its dispatcher does: every validation
@@ -381,7 +387,9 @@ class AdmissionPolicies(BoundPolicies):
         ``Audit`` a failure for the audit event. The audit annotations are evaluated too (an
         error under ``Fail`` denies, whatever the actions), their values kept for an audited
         request. ``library``: the request's ``authorizer`` (installed in ``context``), which
-        the validations, match conditions and variables ask, as upstream's."""
+        the validations, match conditions and variables ask, as upstream's; ``meter`` (installed
+        too) bounds each expression's work and the validations' together, as upstream's per-call
+        limit and runtime cost budget (``expressions.Meter``)."""
         pspec, bspec = policy.get("spec") or {}, binding.get("spec") or {}
         pname, bname = policy["metadata"]["name"], binding["metadata"]["name"]
         actions = list(bspec.get("validationActions") or ())
@@ -402,7 +410,7 @@ class AdmissionPolicies(BoundPolicies):
 
         async def run(expression: str) -> Any:
             try:
-                return await authorized(expression, context, library)
+                return await authorized(expression, context, library, meter)
             except ExpressionError as e:
                 raise ExpressionError(_variable_error(expression, broken) or str(e)) from None
 
@@ -429,32 +437,61 @@ class AdmissionPolicies(BoundPolicies):
             if fail_closed:
                 decide(0, errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
             return
-        for index, validation in enumerate(pspec.get("validations") or ()):
+        # the validations, then the failed ones' messages, within one budget; the audit annotations
+        # within another: running out of one is the policy's one decision, as upstream's validator has it
+        validations = pspec.get("validations") or ()
+        outcomes: list[tuple[str, str | None, bool]] = []  # (expression, its error, whether it passed)
+        meter.spent = 0
+        for validation in validations:
             expression = str(validation.get("expression", ""))
             try:
-                value = await run(expression)
+                outcomes.append((expression, None, await run(expression) is True))
             except ExpressionError as e:
-                if fail_closed:
-                    decide(index, f"expression '{expression}' resulted in error: {e}")
-                continue
-            if value is not True:
-                decide(index, _message(validation, expression, context), str(validation.get("reason") or "Invalid"))
+                outcomes.append((expression, str(e), False))
+            if meter.over_budget():
+                break
+        decisions: list[tuple[int, str, str]] = []  # (index, message, reason) of each failure
+        if meter.over_budget():
+            decisions = [(0, OUT_OF_BUDGET, "Invalid")] if fail_closed else []
+        else:
+            for index, (expression, error, passed) in enumerate(outcomes):
+                if error is not None:
+                    if fail_closed:
+                        decisions.append((index, f"expression '{expression}' resulted in error: {error}", "Invalid"))
+                elif not passed:
+                    message = _message(validations[index], expression, context, meter)
+                    if meter.over_budget():  # upstream's: each validation but those that erred fails so
+                        decisions = [(i, f"expression '{x}' resulted in error: {error}" if error is not None
+                                      else f"failed messageExpression: {OUT_OF_BUDGET}", "Invalid")
+                                     for i, (x, error, _) in enumerate(outcomes)] if fail_closed else []
+                        break
+                    decisions.append((index, message, str(validations[index].get("reason") or "Invalid")))
+        refusals: list[str] = []  # the audit annotations' errors (under Fail: denials whatever the actions)
+        published: list[tuple[str, str]] = []
+        meter.spent = 0
         for annotation in pspec.get("auditAnnotations") or ():
             expression = str(annotation.get("valueExpression", ""))
             try:
-                value = _unauthorized(expression, context, library)
+                value = _unauthorized(expression, context, library, meter)
             except ExpressionError as e:
-                if fail_closed:
-                    error = _variable_error(expression, broken) or e
-                    verdicts.deny(f"{prefix} denied request: expression '{expression}' resulted in error: {error}")
-                continue
+                refusals.append(f"expression '{expression}' resulted in error: "
+                                f"{_variable_error(expression, broken) or e}")
+                value = None
+            if meter.over_budget():
+                break
             if value is not None and not isinstance(value, str):
-                if fail_closed:
-                    verdicts.deny(f"{prefix} denied request: valueExpression '{expression}' resulted in unsupported "
-                                  f"return type: {_cel_type(value)}. Return type must be either string or null.")
-                continue
-            value = (value or "").strip()[:_MAX_AUDIT_ANNOTATION_VALUE]
-            if value and verdicts.failures is not None:  # (null or "": left out, as upstream)
-                values = verdicts.annotations.setdefault(f"{pname}/{annotation.get('key', '')}", [])
+                refusals.append(f"valueExpression '{expression}' resulted in unsupported return type: "
+                                f"{_cel_type(value)}. Return type must be either string or null.")
+            elif value and value.strip():  # (null or "": left out, as upstream)
+                published.append((str(annotation.get("key", "")), value.strip()[:_MAX_AUDIT_ANNOTATION_VALUE]))
+        if meter.over_budget():
+            decisions, refusals, published = [(0, OUT_OF_BUDGET, "Invalid")] if fail_closed else [], [], []
+        for decision in decisions:
+            decide(*decision)
+        for refusal in refusals if fail_closed else ():
+            verdicts.deny(f"{prefix} denied request: {refusal}")
+        if verdicts.failures is not None:
+            for key, value in published:
+                values = verdicts.annotations.setdefault(f"{pname}/{key}", [])
                 if value not in values:
                     values.append(value)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..registry.dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
-from ..registry.expressions import ExpressionError, context_of, evaluate
+from ..registry.expressions import ExpressionError, Meter, context_of, evaluate
 from .rbac import Request, User
 
 if TYPE_CHECKING:
@@ -75,12 +75,16 @@ class AuthorizerLibrary:
             context.add_function(name, function)
         return context
 
-    async def evaluate(self, expression: str, context: Any) -> Any:
+    async def evaluate(self, expression: str, context: Any, meter: Meter | None = None) -> Any:
         """``expression``'s value in ``context`` (from ``context``), asking the authorizer what
-        it checks (``ExpressionError`` as ``expressions.evaluate``)."""
+        it checks (``ExpressionError`` as ``expressions.evaluate``); ``meter`` as there, the
+        last run's count the one spent."""
+        spent = meter.spent if meter is not None else 0
         for _ in range(_MAX_ROUNDS):
+            if meter is not None:
+                meter.spent = spent
             try:
-                value = evaluate(expression, context)
+                value = evaluate(expression, context, meter=meter)
             except ExpressionError:
                 if not self._pending:
                     raise

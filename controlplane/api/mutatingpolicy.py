@@ -53,7 +53,7 @@ import jsonpointer
 import orjson
 
 from ..registry.celsyntax import STRUCT_TYPE
-from ..registry.expressions import ExpressionError
+from ..registry.expressions import ExpressionError, Meter
 from ..registry.shapes import Kind, Shape, custom_shape, shape_for
 from ..registry.typed import ShapeError, merge
 from ..registry.types import ResourceType
@@ -119,6 +119,7 @@ class MutatingPolicies(BoundPolicies):
         namespace_read = False
         context: Any = None
         library: AuthorizerLibrary | None = None
+        meter = Meter()  # the bound on each expression's work, for upstream's per-call cost limit
         changed_any = False
         configuration: list[tuple[str, str]] = []  # the errors to refuse with, (message, reason), in order
         failed: list[tuple[str, str]] = []
@@ -179,6 +180,7 @@ class MutatingPolicies(BoundPolicies):
                     context = AdmissionPolicies._context(rtype, namespace, name if not generated_name else "",
                                                          operation, work, old, subresource, user, namespace_object,
                                                          kind)
+                    meter.install(context)
                 if library is None and uses_authorizer(pspec):  # one per request, as upstream's caching one
                     library = AuthorizerLibrary(self.kube.authorizer, user, (
                         rtype.group, rtype.plural, subresource or "", namespace or "", name))
@@ -186,7 +188,7 @@ class MutatingPolicies(BoundPolicies):
                 context.add_variable("params", param)
                 before = work
                 try:
-                    work = await self._apply(policy, rtype, work, context, library)
+                    work = await self._apply(policy, rtype, work, context, library, meter)
                 except _MutationError as e:
                     if not ignore:
                         failed.append((f"policy '{pname}' with binding '{bname}' denied request: {e}", "Invalid"))
@@ -218,7 +220,7 @@ class MutatingPolicies(BoundPolicies):
         return orjson.loads(raw) if raw is not None else None
 
     async def _apply(self, policy: Obj, rtype: ResourceType, obj: Obj, context: Any,
-                     library: AuthorizerLibrary | None) -> Obj:
+                     library: AuthorizerLibrary | None, meter: Meter) -> Obj:
         """``obj`` after ``policy``'s mutations (``obj`` itself when its match conditions say
         no); raises ``_MutationError``. ``library``: the request's ``authorizer``, which the
         variables, match conditions and mutations ask, as upstream's."""
@@ -228,26 +230,26 @@ class MutatingPolicies(BoundPolicies):
         context.add_variable("variables", variables)
         for variable in pspec.get("variables") or ():  # each sees those before it
             variables[str(variable.get("name"))] = await _evaluated(str(variable.get("expression", "")),
-                                                                    context, library)
+                                                                    context, library, meter)
             context.add_variable("variables", variables)
         for condition in pspec.get("matchConditions") or ():
-            if await _evaluated(str(condition.get("expression", "")), context, library) is not True:
+            if await _evaluated(str(condition.get("expression", "")), context, library, meter) is not True:
                 return obj  # a match condition is false: the policy does not apply
         for mutation in pspec.get("mutations") or ():
             context.add_variable("object", obj)
             if mutation.get("patchType") == "JSONPatch":
                 expression = str((mutation.get("jsonPatch") or {}).get("expression", ""))
-                obj = _json_patched(obj, await _evaluated(expression, context, library))
+                obj = _json_patched(obj, await _evaluated(expression, context, library, meter))
             else:
                 expression = str((mutation.get("applyConfiguration") or {}).get("expression", ""))
-                obj = _applied(obj, await _evaluated(expression, context, library), _shape(rtype))
+                obj = _applied(obj, await _evaluated(expression, context, library, meter), _shape(rtype))
         return obj
 
 
-async def _evaluated(expression: str, context: Any, library: AuthorizerLibrary | None) -> Any:
+async def _evaluated(expression: str, context: Any, library: AuthorizerLibrary | None, meter: Meter) -> Any:
     """``expression``'s value; its error in upstream's words (``expression '...' resulted in error: ...``)."""
     try:
-        return await authorized(expression, context, library)
+        return await authorized(expression, context, library, meter)
     except ExpressionError as e:
         raise _MutationError(f"expression '{expression}' resulted in error: {e}") from e
 

@@ -61,13 +61,15 @@ import re
 from contextvars import ContextVar
 
 __all__ = ["CHAIN_FIELD", "CHAIN_INDEX", "ENTRIES", "MAP_OF", "MERGED", "OPTIONAL_FIELD", "OPTIONAL_INDEX",
-           "RESERVED", "STRUCT_TYPE", "escaped_names", "literal_tokens", "rewritten", "unescaped"]
+           "RESERVED", "STRUCT_TYPE", "TICK", "escaped_names", "literal_tokens", "metered", "rewritten", "unescaped"]
 
 OPTIONAL_FIELD, OPTIONAL_INDEX = "_cp_opt_field", "_cp_opt_index"
 CHAIN_FIELD, CHAIN_INDEX = "_cp_field", "_cp_index"
 ENTRIES, MAP_OF, MERGED = "_cp_entries", "_cp_map_of", "_cp_merged"
 _ENTRY = "_cp_e"
 STRUCT_TYPE = "_cp_type"  # the key a message construction's map names its type under
+TICK = "_cp_tick"  # what a metered comprehension calls once per iteration (``metered``)
+_MACROS = frozenset({"all", "exists", "exists_one", "existsOne", "map", "filter"})
 # a name, maybe qualified, then ``{``: a message construction (CEL has no other ``name {``)
 _STRUCT = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*\s*\{")
 _TWO_VARIABLE = {"all": 3, "exists": 3, "existsOne": 3, "exists_one": 3, "transformList": 4, "transformMap": 4,
@@ -417,3 +419,45 @@ def _struct(tokens: list[str], at: int) -> tuple[str, int] | None:
         value, _ = _rewrite(field[colon + 1:], 0, "")
         entries.append(f'"{field[name_at]}": {"".join(value).strip()}')
     return "{" + ", ".join(entries) + "}", after
+
+
+def metered(expression: str) -> str:
+    """``expression`` (as ``rewritten`` leaves it) with each comprehension macro's last argument,
+    the one evaluated once per item, made to call ``TICK`` first, ``(_cp_tick() ? (<body>) :
+    null)``, so that whoever evaluates it counts the iterations and can stop them (the tick
+    raising an error, or false)::
+
+        metered("xs.all(x, x > 0)")   # 'xs.all(x, (_cp_tick() ? (x > 0) : null))'
+
+    A macro on an indexed or literal list (``[e[0]].map(k, ...)``, as ``rewritten`` binds a
+    two-variable comprehension's names) is not metered: it counts fewer iterations, never more.
+    An expression whose brackets this does not follow is returned as it is."""
+    if "(" not in expression:
+        return expression
+    tokens = _tokens(expression)
+    significant = [i for i, t in enumerate(tokens) if not t.isspace()]
+    before: dict[int, list[str]] = {}
+    for k in range(1, len(significant) - 4):
+        dot, name, opening, variable, comma = (tokens[significant[k + n]] for n in range(5))
+        if dot != "." or name not in _MACROS or opening != "(" or not _NAME.fullmatch(variable) or comma != "," \
+                or tokens[significant[k - 1]] == "]":
+            continue
+        depth, last, closing = 0, -1, -1
+        for m in range(k + 2, len(significant)):
+            token = tokens[significant[m]]
+            if token in _CLOSING:
+                depth += 1
+            elif token in (")", "]", "}"):
+                depth -= 1
+                if depth == 0:
+                    closing = m
+                    break
+            elif token == "," and depth == 1:
+                last = m
+        if closing < 0 or last < 0 or last + 1 >= closing:
+            return expression
+        before.setdefault(significant[last + 1], []).append(f"({TICK}() ? (")
+        before.setdefault(significant[closing], []).append(") : null)")
+    if not before:
+        return expression
+    return "".join("".join(before.get(i, ())) + t for i, t in enumerate(tokens))

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["ExpressionError", "compile_error", "context_of", "evaluate", "variables_of"]
+__all__ = ["COST_LIMIT_EXCEEDED", "ExpressionError", "Meter", "compile_error", "context_of", "evaluate",
+           "variables_of"]
 
-# by the expression; a CRD rule's with escaped names (``celsyntax``) by (expression, True)
-_compiled: dict[str | tuple[str, bool], Any] = {}
+# by the expression; a CRD rule's with escaped names (``celsyntax``) by (expression, True), a
+# metered one (``Meter``) by (expression, "metered")
+_compiled: dict[str | tuple[str, bool | str], Any] = {}
 # of those, the names as written by the names they were rewritten to
 _escaped: dict[str, dict[str, str]] = {}
 _UNSUPPORTED = re.compile(r"ERROR: <input>:\d+:\d+: unsupported syntax ")
@@ -27,26 +29,76 @@ class ExpressionError(Exception):
     """An expression that does not compile, or fails as it runs (no such key, a type mismatch)."""
 
 
-def _program(expression: str, unescape: bool = False) -> Any:
+PER_CALL_LIMIT = 1_000_000  # upstream's celconfig.PerCallLimit, of one expression's evaluation
+RUNTIME_BUDGET = 10_000_000  # upstream's celconfig.RuntimeCELCostBudget, of one policy's validations
+COST_LIMIT_EXCEEDED = "operation cancelled: actual cost limit exceeded"  # cel-go's, past its cost limit
+OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+
+
+class Meter:
+    """A bound on the work of the expressions evaluated with it (``evaluate(..., meter=)``),
+    for upstream's runtime cost limits, which the interpreter does not track: each
+    comprehension's iteration counts 1 (``celsyntax.metered``), and an expression whose
+    iterations pass ``PER_CALL_LIMIT`` is stopped with cel-go's ``COST_LIMIT_EXCEEDED``. An
+    iteration costs cel-go at least 1 (its loop step reads the accumulator), so what is
+    stopped here upstream would have stopped too, later or not at all here what upstream
+    stops sooner (the other operations' costs are not counted). ``spent`` sums the counts
+    of the expressions evaluated since ``spend(0)``, for a policy's ``RUNTIME_BUDGET``."""
+
+    __slots__ = ("calls", "exceeded", "spent")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.exceeded = False
+        self.spent = 0
+
+    def install(self, context: Any) -> None:
+        """Give ``context`` (a ``cel.Context``) the metered expressions' tick."""
+        from .celsyntax import TICK
+
+        context.add_function(TICK, self._tick)
+
+    def _tick(self) -> bool:
+        if self.calls >= PER_CALL_LIMIT:
+            if not self.exceeded:  # stops the evaluation (once: then the ticks make each body null, cheaply)
+                self.exceeded = True
+                raise ValueError(COST_LIMIT_EXCEEDED)
+            return False
+        self.calls += 1
+        return True
+
+    def over_budget(self) -> bool:
+        """Whether the expressions evaluated since the budget was reset (``spent = 0``) have
+        counted more than ``RUNTIME_BUDGET``."""
+        return self.spent > RUNTIME_BUDGET
+
+
+def _program(expression: str, unescape: bool = False, metered: bool = False) -> Any:
     """The compiled ``expression``; ``unescape`` for a CRD's rule, which selects properties by
-    their escaped names (``celsyntax``): only an expression with ``__`` is compiled apart."""
-    key: str | tuple[str, bool] = (expression, True) if unescape and "__" in expression else expression
+    their escaped names (``celsyntax``): only an expression with ``__`` is compiled apart;
+    ``metered`` with its comprehensions counting their iterations (``Meter``)."""
+    key: str | tuple[str, bool | str] = (expression, True) if unescape and "__" in expression else expression
+    if metered and "(" in expression:
+        key = (expression, "metered")
     program = _compiled.get(key)
     if program is None:
         import cel  # on first use: the package imports its command line (prompt_toolkit) too, 0.1 s of every start
 
         from .cellibs import with_global_matches
         from .celsyntax import escaped_names
+        from .celsyntax import metered as meter
         from .celsyntax import rewritten as rewrite
 
-        rewritten = rewrite(expression, unescape=key is not expression)
+        rewritten = rewrite(expression, unescape=isinstance(key, tuple) and key[1] is True)
+        if isinstance(key, tuple) and key[1] == "metered":
+            rewritten = meter(rewritten)
         try:
             program = cel.compile(with_global_matches(rewritten))
         except Exception as e:  # the interpreter's parse errors
             raise ExpressionError(f"compilation failed: {_parse_errors(expression, rewritten, e)}") from e
         if len(_compiled) < 10_000:
             _compiled[key] = program
-            names = escaped_names(expression) if key is not expression else {}
+            names = escaped_names(expression) if isinstance(key, tuple) and key[1] is True else {}
             if names:
                 _escaped[expression] = names
     return program
@@ -121,22 +173,38 @@ def context_of(variables: dict[str, Any]) -> Any:
     return context
 
 
-def evaluate(expression: str, context: Any, unescape: bool = False) -> Any:
+def evaluate(expression: str, context: Any, unescape: bool = False, meter: Meter | None = None) -> Any:
     """The value of ``expression`` in ``context`` (a ``cel.Context``, or a dict of variables);
     ``unescape`` for a CRD's rule (and message expression), whose escaped names
-    (``self.foo__dash__bar``) select the properties they escape (``foo-bar``), as upstream's."""
+    (``self.foo__dash__bar``) select the properties they escape (``foo-bar``), as upstream's;
+    ``meter`` (installed in ``context``) bounds its work, its count added to ``meter.spent``."""
     if isinstance(context, dict):
         context = context_of(context)
+    if meter is not None:
+        meter.calls, meter.exceeded = 0, False
     try:
-        return _program(expression, unescape).execute(context)
+        value = _program(expression, unescape, meter is not None).execute(context)
     except ExpressionError:
         raise
-    except KeyError as e:  # a field the object does not have, as cel-go words it
-        message = f"no such key: {e.args[0] if e.args else e}"
-        raise ExpressionError(_as_written(expression, message) if unescape else message) from e
-    except Exception as e:  # the interpreter's other run-time errors (a type mismatch, ...)
-        message = _run_time_error(str(e))
-        raise ExpressionError(_as_written(expression, message) if unescape else message) from e
+    except Exception as e:
+        if meter is not None and meter.exceeded:
+            raise ExpressionError(COST_LIMIT_EXCEEDED) from e
+        raise _run_time(expression, e, unescape) from e
+    finally:
+        if meter is not None:
+            meter.spent += meter.calls
+    if meter is not None and meter.exceeded:  # (an error a comprehension's && or || absorbed)
+        raise ExpressionError(COST_LIMIT_EXCEEDED)
+    return value
+
+
+def _run_time(expression: str, error: Exception, unescape: bool) -> ExpressionError:
+    """The interpreter's run-time ``error`` of ``expression`` as one ``ExpressionError``."""
+    if isinstance(error, KeyError):  # a field the object does not have, as cel-go words it
+        message = f"no such key: {error.args[0] if error.args else error}"
+    else:  # the interpreter's other run-time errors (a type mismatch, ...)
+        message = _run_time_error(str(error))
+    return ExpressionError(_as_written(expression, message) if unescape else message)
 
 
 def _as_written(expression: str, message: str) -> str:

@@ -87,7 +87,8 @@ async def test_errors_fail_closed_and_namespace_selectors_narrow(client: Client)
     await bind(client, "strict", "strict", ["Deny"])
     with pytest.raises(ApiError) as e:  # a run-time error under failurePolicy Fail (the default) refuses
         await client.create(resource_path("", "v1", "configmaps", "prod"), {"metadata": {"name": "x"}})
-    assert e.value.code == 422 and "denied request: expression 'object.spec.nosuchfield == 1' resulted in error: no such key" in e.value.message
+    assert e.value.code == 422 and ("denied request: expression 'object.spec.nosuchfield == 1' resulted in error: "
+                                    "no such key") in e.value.message
     await client.create(CMS, {"metadata": {"name": "elsewhere"}})  # default is not env=prod
 
 
@@ -257,3 +258,39 @@ async def test_rules_match_by_scope_and_resource_names(client: Client) -> None:
     with pytest.raises(ApiError) as e:
         await client.create(CMS, {"metadata": {"name": "locked"}})
     assert e.value.message.endswith("denied request: refused by named")
+
+
+async def test_the_validations_share_a_runtime_cost_budget(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's RuntimeCELCostBudget (10,000,000) and per-call limit (1,000,000), made small
+    here (``expressions.Meter``, each comprehension iteration counting 1): the validations of
+    one binding spend one budget, and running out of it is the policy's one failure
+    (``failurePolicy`` decides), whatever each validation's verdict."""
+    from controlplane.registry import expressions
+
+    monkeypatch.setattr(expressions, "PER_CALL_LIMIT", 100)
+    monkeypatch.setattr(expressions, "RUNTIME_BUDGET", 250)
+    nested = "object.metadata.labels.all(k, object.metadata.labels.all(j, k != '' && j != ''))"  # 9 keys: 90
+    await client.create(POLICIES, policy("budget", [{"expression": nested}] * 3))
+    await bind(client, "budget", "budget", ["Deny"])
+    labels = {f"l{i}": "x" for i in range(9)}
+    with pytest.raises(ApiError) as e:  # 3 × 90 > 250
+        await client.create(DEPLOYMENTS, deployment("spent", 1, **labels))
+    assert e.value.code == 422 and e.value.message.endswith(
+        "ValidatingAdmissionPolicy 'budget' with binding 'budget' denied request: validation failed due to "
+        "running out of cost budget, no further validation rules will be run")
+    await client.create(DEPLOYMENTS, deployment("fewer", 1, **dict(list(labels.items())[:7])))  # 3 × 56
+    labels["l9"] = "x"
+    monkeypatch.setattr(expressions, "RUNTIME_BUDGET", 1000)
+    with pytest.raises(ApiError) as e:  # 110 in one: past the per-call limit, its own failure
+        await client.create(DEPLOYMENTS, deployment("costly", 1, **labels))
+    assert e.value.message.endswith(f"denied request: expression '{nested}' resulted in error: "
+                                    "operation cancelled: actual cost limit exceeded")
+    await client.patch(f"{POLICIES}/budget", {"spec": {"failurePolicy": "Ignore"}})
+    for _ in range(500):  # (the watch cache)
+        try:
+            await client.create(DEPLOYMENTS, deployment("ignored", 1, **labels))
+            break
+        except ApiError:
+            await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("failurePolicy Ignore never admitted it")

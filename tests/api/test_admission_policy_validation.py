@@ -292,7 +292,8 @@ async def test_a_policy_stored_before_the_defaults_is_enforced_as_before(tmp_pat
                 break
             await asyncio.sleep(0.01)
         assert refusal is not None, "the stored policy was never enforced"
-        assert refusal.code == 422 and "denied request: expression 'object.data.missing == 'x'' resulted in error: " in refusal.message
+        assert refusal.code == 422
+        assert "denied request: expression 'object.data.missing == 'x'' resulted in error: " in refusal.message
         got = await c.patch(f"{POLICIES}/legacy", {"metadata": {"labels": {"touched": "yes"}}})
         assert got["spec"]["failurePolicy"] == "Fail" and got["spec"]["matchConstraints"]["matchPolicy"] == "Equivalent"
         assert got["metadata"]["generation"] == 1  # only defaults differ: the same generation
