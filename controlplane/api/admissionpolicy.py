@@ -6,7 +6,8 @@ and ``request.kind`` their kind) is checked against every ValidatingAdmissionPol
 matches take it in: the policy's ``matchConstraints`` and the binding's
 ``matchResources`` (``resourceRules`` by group, version, resource, subresource and
 operation, then ``scope`` and ``resourceNames``, minus ``excludeResourceRules``;
-``namespaceSelector``; ``objectSelector``).
+``namespaceSelector``; ``objectSelector``; under ``matchPolicy: Equivalent`` another served
+version of the resource a rule names, the objects converted to it: ``api/equivalents.py``).
 The policy's ``matchConditions`` must all be true, then each of its ``validations`` is
 evaluated with ``object`` (null for a delete), ``oldObject`` (null for a create),
 ``request``, ``namespaceObject`` and ``variables`` (the policy's ``variables``, each evaluated once per request). A
@@ -45,6 +46,7 @@ annotation naming it fails as it runs, as upstream evaluates those without it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +57,7 @@ from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
 from . import audit
 from .celauthz import AuthorizerLibrary
+from .equivalents import as_version, equivalent_types
 from .errors import ApiError
 from .fieldvalidation import add_warning
 from .namespaced import NamespacedObjects
@@ -99,6 +102,25 @@ def _rule_matches(rule: Obj, group: str, version: str, resource: str, subresourc
             return False
     names = rule.get("resourceNames")
     return not names or name in names
+
+
+def _named(rules: Any, rtype: ResourceType, subresource: str | None, operation: str, namespace: str | None,
+           name: str, equivalents: Callable[[], list[ResourceType]] | None) -> ResourceType | None:
+    """The version one of ``rules`` names the request in (upstream's ``matchesResourceRules``):
+    its own, else, with ``equivalents``, the first other version of its resource a rule names."""
+    if not rules:
+        return None
+    rules = [r for r in rules if isinstance(r, dict)]
+    rest = (subresource or "", operation, namespace, name)
+    if any(_rule_matches(r, rtype.group, rtype.version, rtype.plural, *rest) for r in rules):
+        return rtype
+    if equivalents is None:
+        return None
+    for rule in rules:
+        for other in equivalents():
+            if _rule_matches(rule, other.group, other.version, other.plural, *rest):
+                return other
+    return None
 
 
 def object_selected(selector: Any, *objects: Obj | None) -> bool:
@@ -266,10 +288,18 @@ class AdmissionPolicies(BoundPolicies):
                      namespace: str | None, name: str, operation: str, obj: Obj | None, old: Obj | None,
                      subresource: str | None, user: User | None, kind: tuple[str, str, str] | None,
                      verdicts: _Verdicts) -> None:
-        context: Any = None
+        contexts: dict[str, Any] = {}  # the expressions' variables, by the version matched
         library: AuthorizerLibrary | None = None
         meter = Meter()  # the bound on the expressions' work, for upstream's runtime cost limits
         namespace_object: Obj | None = None
+        found: list[ResourceType] | None = None
+
+        def equivalents() -> list[ResourceType]:  # asked once per request, when a rule does not name its own
+            nonlocal found
+            if found is None:
+                found = equivalent_types(self.kube.registry, rtype) if kind is None else []
+            return found
+
         for binding in bindings:
             bspec = binding.get("spec") or {}
             policy = policies.get(bspec.get("policyName"))
@@ -280,8 +310,9 @@ class AdmissionPolicies(BoundPolicies):
                     (pspec.get("matchConstraints") or {}).get("namespaceSelector")
                     or (bspec.get("matchResources") or {}).get("namespaceSelector")):
                 namespace_object = await self._namespace(namespace)
-            if not self._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, obj, old,
-                                 subresource, namespace_object, name):
+            matched = self._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, obj, old,
+                                    subresource, namespace_object, name, equivalents)
+            if matched is None:
                 continue
             param_type = None
             if pspec.get("paramKind"):  # (upstream: a policy's configuration error, before its bindings match)
@@ -292,9 +323,9 @@ class AdmissionPolicies(BoundPolicies):
                     continue
                 if param_type is None:
                     continue  # an apiVersion upstream does not parse: the policy is not applied
-            if bspec.get("matchResources") and not self._matches(
+            if bspec.get("matchResources") and self._matches(
                     bspec["matchResources"], rtype, namespace, operation, obj, old, subresource, namespace_object,
-                    name):
+                    name, equivalents) is None:
                 continue
             try:
                 params = await self.params.collect(param_type, bspec.get("paramRef"), namespace)
@@ -303,16 +334,29 @@ class AdmissionPolicies(BoundPolicies):
                 continue
             if not params:
                 continue  # none found, parameterNotFoundAction Allow: nothing to evaluate
+            context = contexts.get(matched.api_version)
             if context is None:
                 if namespace and namespace_object is None:
                     namespace_object = await self._namespace(namespace)
-                context = self._context(rtype, namespace, name, operation, obj, old, subresource, user,
-                                        namespace_object, kind)
+                try:  # the objects in the version matched (upstream's NewVersionedAttributes)
+                    shown, shown_old = (await as_version(self.kube, obj, rtype, matched),
+                                        await as_version(self.kube, old, rtype, matched))
+                except ApiError as e:
+                    if pspec.get("failurePolicy") != "Ignore":
+                        verdicts.deny(f"ValidatingAdmissionPolicy '{policy['metadata']['name']}' denied request: "
+                                      f"failed to configure policy: failed to convert object version: {e.message}")
+                    continue
+                context = contexts[matched.api_version] = self._context(
+                    rtype, namespace, name, operation, shown, shown_old, subresource, user, namespace_object, kind,
+                    matched)
                 meter.install(context)
+                if library is not None:
+                    library.install(context)
             if library is None and uses_authorizer(pspec):  # upstream's caching authorizer: one per request
                 library = AuthorizerLibrary(self.kube.authorizer, user, (
                     rtype.group, rtype.plural, subresource or "", namespace or "", name))
-                library.install(context)
+                for each in contexts.values():
+                    library.install(each)
             for param in params:  # the policy evaluated once per param, each with its own verdict
                 context.add_variable("params", param)
                 await self._validate(policy, binding, context, verdicts, meter, library)
@@ -337,31 +381,51 @@ class AdmissionPolicies(BoundPolicies):
 
     @staticmethod
     def _matches(constraints: Obj, rtype: ResourceType, namespace: str | None, operation: str, obj: Obj | None,
-                 old: Obj | None, subresource: str | None, namespace_object: Obj | None, name: str = "") -> bool:
-        args = (rtype.group, rtype.version, rtype.plural, subresource or "", operation, namespace, name)
-        rules = constraints.get("resourceRules")
-        if rules is not None and not any(_rule_matches(r, *args) for r in rules if isinstance(r, dict)):
-            return False
-        if any(_rule_matches(r, *args) for r in constraints.get("excludeResourceRules") or () if isinstance(r, dict)):
-            return False
+                 old: Obj | None, subresource: str | None, namespace_object: Obj | None, name: str = "",
+                 equivalents: Callable[[], list[ResourceType]] | None = None) -> ResourceType | None:
+        """The version ``constraints`` take the request in as (upstream's ``matching.Matcher``):
+        the request's own (``rtype``), or, under ``matchPolicy: Equivalent`` (``equivalents``
+        given: the other served versions of its resource), the first other version a rule names
+        (the rules in order, each against every version); None when they do not take it in.
+        Excluded when an exclusion rule names the request's version or, under ``Equivalent``,
+        another."""
         selector = constraints.get("namespaceSelector")
         if selector and rtype.namespaced:
             labels = ((namespace_object or {}).get("metadata") or {}).get("labels") or {}
             if not match_label_selector(selector, labels):
-                return False
-        return object_selected(constraints.get("objectSelector"), obj, old)
+                return None
+        if not object_selected(constraints.get("objectSelector"), obj, old):
+            return None
+        others = equivalents if constraints.get("matchPolicy") == "Equivalent" else None
+        if _named(constraints.get("excludeResourceRules"), rtype, subresource, operation, namespace, name, others):
+            return None
+        rules = constraints.get("resourceRules")
+        if rules is None:
+            return rtype
+        return _named(rules, rtype, subresource, operation, namespace, name, others)
 
     @staticmethod
     def _context(rtype: ResourceType, namespace: str | None, name: str, operation: str, obj: Obj | None,
                  old: Obj | None, subresource: str | None, user: User | None, namespace_object: Obj | None,
-                 kind: tuple[str, str, str] | None = None) -> Any:
+                 kind: tuple[str, str, str] | None = None, matched: ResourceType | None = None) -> Any:
+        """The expressions' variables, ``request`` as upstream's ``CreateAdmissionRequest``
+        fills it in: ``kind`` and ``resource`` the version the policy matched (``matched``;
+        ``object`` and ``oldObject`` given in it), ``requestKind`` and ``requestResource`` the
+        request's own."""
         from .dryrun import DRY_RUN
 
+        matched = matched or rtype
         group, version, shown = kind or (rtype.group, rtype.version, rtype.kind)
+        request_kind = {"group": group, "version": version, "kind": shown}
         request = {
-            "kind": {"group": group, "version": version, "kind": shown},
-            "resource": {"group": rtype.group, "version": rtype.version, "resource": rtype.plural},
-            "subResource": subresource or "", "name": name, "namespace": namespace or "",
+            "kind": request_kind if kind or matched is rtype else
+            {"group": matched.group, "version": matched.version, "kind": matched.kind},
+            "resource": {"group": matched.group, "version": matched.version, "resource": matched.plural},
+            "subResource": subresource or "",
+            "requestKind": request_kind,
+            "requestResource": {"group": rtype.group, "version": rtype.version, "resource": rtype.plural},
+            "requestSubResource": subresource or "",
+            "name": name, "namespace": namespace or "",
             "operation": operation, "dryRun": bool(DRY_RUN.get()),
             "userInfo": {"username": user.name if user else "", "groups": list(user.groups) if user else []},
         }

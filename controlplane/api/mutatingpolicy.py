@@ -59,6 +59,7 @@ from ..registry.typed import ShapeError, merge
 from ..registry.types import ResourceType
 from .admissionpolicy import AdmissionPolicies, BoundPolicies, authorized, forbidden_details, uses_authorizer
 from .celauthz import AuthorizerLibrary
+from .equivalents import as_version, equivalent_types
 from .errors import ApiError
 from .jsonpatches import apply as apply_json_patch
 from .policyparams import ParamError
@@ -117,8 +118,16 @@ class MutatingPolicies(BoundPolicies):
         kept: Obj | None = None
         namespace_object: Obj | None = None
         namespace_read = False
-        context: Any = None
+        contexts: dict[str, Any] = {}  # the expressions' variables, by the version matched
         library: AuthorizerLibrary | None = None
+        found: list[ResourceType] | None = None
+
+        def equivalents() -> list[ResourceType]:  # asked once per request, when a rule does not name its own
+            nonlocal found
+            if found is None:
+                found = equivalent_types(self.kube.registry, rtype) if kind is None else []
+            return found
+
         meter = Meter()  # the bound on each expression's work, for upstream's per-call cost limit
         changed_any = False
         configuration: list[tuple[str, str]] = []  # the errors to refuse with, (message, reason), in order
@@ -140,9 +149,11 @@ class MutatingPolicies(BoundPolicies):
                     (pspec.get("matchConstraints") or {}).get("namespaceSelector")
                     or (bspec.get("matchResources") or {}).get("namespaceSelector")):
                 namespace_object, namespace_read = await self._namespace(namespace), True
-            # matched on the object as it came (upstream matches before it invokes any policy)
-            if not AdmissionPolicies._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, obj,
-                                              old, subresource, namespace_object, name):
+            # matched on the object as it came (upstream matches before it invokes any policy), in the
+            # request's version or, under matchPolicy Equivalent, another the policy names
+            matched = AdmissionPolicies._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation,
+                                                 obj, old, subresource, namespace_object, name, equivalents)
+            if matched is None:
                 continue
             param_type = None
             if pspec.get("paramKind"):  # (upstream: a policy's configuration error, before its bindings match)
@@ -156,9 +167,9 @@ class MutatingPolicies(BoundPolicies):
                     continue
                 if param_type is None:
                     continue  # an apiVersion upstream does not parse: the policy is not applied
-            if bspec.get("matchResources") and not AdmissionPolicies._matches(
+            if bspec.get("matchResources") and AdmissionPolicies._matches(
                     bspec["matchResources"], rtype, namespace, operation, obj, old, subresource, namespace_object,
-                    name):
+                    name, equivalents) is None:
                 continue
             try:
                 params = await self.params.collect(param_type, bspec.get("paramRef"), namespace)
@@ -174,21 +185,32 @@ class MutatingPolicies(BoundPolicies):
                     continue
                 if kept is None:
                     work, kept = _shown(obj, operation, generated_name)
+                context = contexts.get(matched.api_version)
                 if context is None:
                     if namespace and not namespace_read and rtype.namespaced:
                         namespace_object, namespace_read = await self._namespace(namespace), True
-                    context = AdmissionPolicies._context(rtype, namespace, name if not generated_name else "",
-                                                         operation, work, old, subresource, user, namespace_object,
-                                                         kind)
+                    context = contexts[matched.api_version] = AdmissionPolicies._context(
+                        rtype, namespace, name if not generated_name else "", operation, None,
+                        await as_version(self.kube, old, rtype, matched), subresource, user, namespace_object, kind,
+                        matched)
                     meter.install(context)
+                    if library is not None:
+                        library.install(context)
                 if library is None and uses_authorizer(pspec):  # one per request, as upstream's caching one
                     library = AuthorizerLibrary(self.kube.authorizer, user, (
                         rtype.group, rtype.plural, subresource or "", namespace or "", name))
-                    library.install(context)
+                    for each in contexts.values():
+                        library.install(each)
                 context.add_variable("params", param)
                 before = work
                 try:
-                    work = await self._apply(policy, rtype, work, context, library, meter)
+                    if matched is rtype:
+                        work = await self._apply(policy, rtype, work, context, library, meter)
+                    else:  # in the version matched, and back (upstream's versioned attributes)
+                        versioned = await as_version(self.kube, work, rtype, matched) or work
+                        result = await self._apply(policy, matched, versioned, context, library, meter)
+                        if result != versioned:
+                            work = await as_version(self.kube, result, matched, rtype) or work
                 except _MutationError as e:
                     if not ignore:
                         failed.append((f"policy '{pname}' with binding '{bname}' denied request: {e}", "Invalid"))

@@ -96,7 +96,6 @@ from ..metrics import (
     ADMISSION_WEBHOOK_REJECTIONS,
     ADMISSION_WEBHOOK_REQUESTS,
 )
-from ..registry.conversion import CONVERSIONS, conversion_for
 from ..registry.expressions import ExpressionError, context_of, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
@@ -104,6 +103,7 @@ from . import audit, jsonpatches
 from .admissionpolicy import REQUEST_USER, object_selected
 from .celauthz import AuthorizerLibrary
 from .dryrun import DRY_RUN
+from .equivalents import as_version, equivalent_types
 from .errors import ApiError
 from .fieldvalidation import add_warning, note_webhook_time
 from .namespaced import NamespacedObjects
@@ -358,21 +358,9 @@ class AdmissionWebhooks:
                         "kind": request.rtype.plural})
 
     def _equivalents(self, request: Request) -> list[ResourceType]:
-        """The other served versions of the request's resource: the types stored under its
-        prefix (upstream's equivalent resource registry, keyed by storage), in the registry's
-        order of versions; asked once per request."""
+        """The other served versions of the request's resource (``equivalents.py``), asked once per request."""
         if request._equivalents is None:
-            rtype, registry = request.rtype, self._kube.registry
-            places = {(rtype.group, v) for v in registry.groups().get(rtype.group, ())}
-            for (group, version, kind), conversion in CONVERSIONS.items():  # stored as another group's
-                stored_group, _, stored_version = conversion.stored_api_version.rpartition("/")
-                pair = {(group, version), (stored_group, stored_version)}
-                if kind == rtype.kind and (rtype.group, rtype.version) in pair:
-                    places |= pair
-            prefix = rtype.prefix()
-            request._equivalents = [
-                t for group, version in sorted(places) if (t := registry.get(group, version, rtype.plural)) is not None
-                and t is not rtype and t.prefix() == prefix]
+            request._equivalents = equivalent_types(self._kube.registry, request.rtype)
         return request._equivalents
 
     async def _namespace_labels(self, request: Request) -> dict[str, str]:
@@ -513,17 +501,8 @@ class AdmissionWebhooks:
         return response
 
     async def _as(self, obj: Obj | None, source: ResourceType, target: ResourceType) -> Obj | None:
-        """``obj`` of version ``source`` as version ``target``: a custom resource whose CRD
-        converts by webhook through that webhook (its failure a 500, as upstream's
-        ``ConvertVersionedAttributes``), others as ``_converted``."""
-        conversions = self._kube.conversions
-        if obj is None or source is target or conversions is None or not conversions.applies(source):
-            return _converted(obj, source, target)
-        gvk = f"{obj.get('apiVersion') or source.api_version}, Kind={obj.get('kind') or source.kind}"
-        try:
-            return (await conversions.convert(source, [obj], target.api_version, gvk))[0]
-        except ApiError as e:
-            raise _internal(e.message) from e
+        """``obj`` of version ``source`` as version ``target`` (``equivalents.as_version``)."""
+        return await as_version(self._kube, obj, source, target)
 
     async def lookup(self, kind: str, namespace: str, name: str) -> Any:
         """What ``webhookcall.resolve`` reads (CRD conversion webhooks resolve through it too)."""
@@ -619,20 +598,6 @@ def _verified(answer: Obj, uid: str, mutating: bool) -> Obj:
 
 def _is_namespace(request: Request) -> bool:
     return not request.rtype.group and request.rtype.plural == "namespaces"
-
-
-def _converted(obj: Obj | None, source: ResourceType, target: ResourceType) -> Obj | None:
-    """``obj`` of version ``source`` as version ``target`` of the same stored resource: through
-    the stored shape (``registry/conversion.py``), or, for versions stored alike (a custom
-    resource's), with its ``apiVersion`` changed."""
-    if obj is None or source is target:
-        return obj
-    conversion = conversion_for(source.group, source.version, source.kind)
-    stored = conversion.to_storage(obj) if conversion is not None else obj
-    conversion = conversion_for(target.group, target.version, target.kind)
-    if conversion is not None:
-        return conversion.from_storage(stored)
-    return {**stored, "apiVersion": target.api_version, "kind": target.kind}
 
 
 def _rule_matches(rule: Obj, request: Request, rtype: ResourceType) -> bool:
