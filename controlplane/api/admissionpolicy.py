@@ -215,7 +215,7 @@ def _message(validation: Obj, expression: str, context: Any, meter: Meter | None
     return message or f"failed expression: {expression.strip()}"
 
 
-def _variable_error(expression: str, broken: dict[str, str]) -> str | None:
+def variable_error(expression: str, broken: dict[str, str]) -> str | None:
     """The error of a failed variable ``expression`` names (``variables.name``), which upstream's
     lazily evaluated variables make the expression's own."""
     for name, error in broken.items():
@@ -476,7 +476,7 @@ class AdmissionPolicies(BoundPolicies):
             try:
                 return await authorized(expression, context, library, meter)
             except ExpressionError as e:
-                raise ExpressionError(_variable_error(expression, broken) or str(e)) from None
+                raise ExpressionError(variable_error(expression, broken) or str(e)) from None
 
         variables: dict[str, Any] = {}
         context.add_variable("variables", variables)
@@ -539,7 +539,7 @@ class AdmissionPolicies(BoundPolicies):
                 value = _unauthorized(expression, context, library, meter)
             except ExpressionError as e:
                 refusals.append(f"expression '{expression}' resulted in error: "
-                                f"{_variable_error(expression, broken) or e}")
+                                f"{variable_error(expression, broken) or e}")
                 value = None
             if meter.over_budget():
                 break

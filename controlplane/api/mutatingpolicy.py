@@ -13,8 +13,9 @@ A create, an update, a subresource written by a handler of its own (with its own
 CONNECT (its options) is mutated by every MutatingAdmissionPolicyBinding (in name order) whose
 policy exists and matches it, as a validating policy's (``api/admissionpolicy.py``: the policy's
 ``matchConstraints`` and the binding's ``matchResources``, selectors included). The policy's
-``variables`` and ``matchConditions`` are evaluated on the object as it came to the policy;
-then its ``mutations``, in order, each on the object the one before it made:
+``matchConditions`` are evaluated on the object as it came to the policy (a false one wins over
+the others' errors); then its ``mutations``, in order, each on the object the one before it made,
+with the ``variables`` of that object:
 
 - ``JSONPatch``: the expression makes a list of ``JSONPatch{op, path, from, value}``, applied
   as an RFC 6902 patch; a ``test`` that fails leaves the object as it was (upstream's
@@ -57,7 +58,14 @@ from ..registry.expressions import ExpressionError, Meter
 from ..registry.shapes import Kind, Shape, custom_shape, shape_for
 from ..registry.typed import ShapeError, merge
 from ..registry.types import ResourceType
-from .admissionpolicy import AdmissionPolicies, BoundPolicies, authorized, forbidden_details, uses_authorizer
+from .admissionpolicy import (
+    AdmissionPolicies,
+    BoundPolicies,
+    authorized,
+    forbidden_details,
+    uses_authorizer,
+    variable_error,
+)
 from .celauthz import AuthorizerLibrary
 from .equivalents import as_version, equivalent_types
 from .errors import ApiError
@@ -248,32 +256,57 @@ class MutatingPolicies(BoundPolicies):
         variables, match conditions and mutations ask, as upstream's."""
         pspec = policy.get("spec") or {}
         context.add_variable("object", obj)
-        variables: dict[str, Any] = {}
-        context.add_variable("variables", variables)
-        for variable in pspec.get("variables") or ():  # each sees those before it
-            variables[str(variable.get("name"))] = await _evaluated(str(variable.get("expression", "")),
-                                                                    context, library, meter)
-            context.add_variable("variables", variables)
-        for condition in pspec.get("matchConditions") or ():
-            if await _evaluated(str(condition.get("expression", "")), context, library, meter) is not True:
-                return obj  # a match condition is false: the policy does not apply
-        for mutation in pspec.get("mutations") or ():
-            context.add_variable("object", obj)
+        broken = await _variables(pspec, context, library, meter)
+        errors: list[str] = []
+        for condition in pspec.get("matchConditions") or ():  # upstream's match condition matcher
+            try:
+                value = await _evaluated(str(condition.get("expression", "")), context, library, meter, broken)
+            except _MutationError as e:
+                errors.append(str(e))
+                continue
+            if value is False:
+                return obj  # a false condition: the policy does not apply, whatever errors others had
+        if errors:
+            raise _MutationError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+        for index, mutation in enumerate(pspec.get("mutations") or ()):
+            if index:  # each mutation's variables of the object the one before made, as upstream's activation
+                context.add_variable("object", obj)
+                broken = await _variables(pspec, context, library, meter)
             if mutation.get("patchType") == "JSONPatch":
                 expression = str((mutation.get("jsonPatch") or {}).get("expression", ""))
-                obj = _json_patched(obj, await _evaluated(expression, context, library, meter))
+                obj = _json_patched(obj, await _evaluated(expression, context, library, meter, broken))
             else:
                 expression = str((mutation.get("applyConfiguration") or {}).get("expression", ""))
-                obj = _applied(obj, await _evaluated(expression, context, library, meter), _shape(rtype))
+                obj = _applied(obj, await _evaluated(expression, context, library, meter, broken), _shape(rtype))
         return obj
 
 
-async def _evaluated(expression: str, context: Any, library: AuthorizerLibrary | None, meter: Meter) -> Any:
-    """``expression``'s value; its error in upstream's words (``expression '...' resulted in error: ...``)."""
+async def _variables(spec: Obj, context: Any, library: AuthorizerLibrary | None, meter: Meter) -> dict[str, str]:
+    """A policy's ``variables`` of the ``object`` in ``context``, each seeing those before it,
+    set in ``context``; the errors of those that failed, by name (upstream evaluates a variable
+    when an expression names it: that expression fails with it)."""
+    variables: dict[str, Any] = {}
+    broken: dict[str, str] = {}
+    context.add_variable("variables", variables)
+    for variable in spec.get("variables") or ():
+        name, expression = str(variable.get("name")), str(variable.get("expression", ""))
+        try:
+            variables[name] = await authorized(expression, context, library, meter)
+        except ExpressionError as e:
+            broken[name] = f'composited variable "{name}" fails to evaluate: {variable_error(expression, broken) or e}'
+        context.add_variable("variables", variables)
+    return broken
+
+
+async def _evaluated(expression: str, context: Any, library: AuthorizerLibrary | None, meter: Meter,
+                     broken: dict[str, str] | None = None) -> Any:
+    """``expression``'s value; its error in upstream's words (``expression '...' resulted in error: ...``),
+    a failed variable's (``broken``) if it names one."""
     try:
         return await authorized(expression, context, library, meter)
     except ExpressionError as e:
-        raise _MutationError(f"expression '{expression}' resulted in error: {e}") from e
+        error = variable_error(expression, broken) if broken else None
+        raise _MutationError(f"expression '{expression}' resulted in error: {error or e}") from e
 
 
 def _json_patched(obj: Obj, result: Any) -> Obj:

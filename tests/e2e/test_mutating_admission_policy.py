@@ -135,3 +135,55 @@ def test_the_python_clients_typed_api(api: client.ApiClient) -> None:
     assert patched.spec.failure_policy == "Ignore" and patched.metadata.generation == 2
     admission.delete_mutating_admission_policy_binding("typed")
     admission.delete_mutating_admission_policy("typed")
+
+
+SEQUENCED = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: sequenced}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: sequenced}}
+  matchConditions:
+  - {name: errs, expression: "object.data.missing == 'x'"}
+  - {name: opted-in, expression: "'count' in object.data"}
+  variables:
+  - {name: keys, expression: "string(size(object.data))"}
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "add", path: "/data/added", value: variables.keys}]'
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "replace", path: "/data/count", value: variables.keys}]'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: sequenced}
+spec: {policyName: sequenced}
+"""
+
+
+def test_variables_follow_the_mutations_and_a_false_condition_wins_over_errors(served: Serve) -> None:
+    """As upstream's: each mutation's variables are of the object the mutation before made (the
+    second sees the key the first added); a match condition that is false leaves the policy out
+    whatever errors the others had, and errors alone refuse (failurePolicy Fail)."""
+    kubectl(served, "create", "namespace", "sequenced")
+    kubectl(served, "apply", "-f", "-", stdin=SEQUENCED)
+    _listed(served, "mutatingadmissionpolicybindings", "sequenced")
+    plain = yaml.safe_load(kubectl(served, "create", "configmap", "plain", "-n", "sequenced", "--from-literal=a=1",
+                                   "-o", "yaml"))
+    assert plain["data"] == {"a": "1"}  # 'count' absent: false, the other condition's error aside
+    made = yaml.safe_load(kubectl(served, "create", "configmap", "counted", "-n", "sequenced",
+                                  "--from-literal=count=0", "--from-literal=missing=x", "-o", "yaml"))
+    assert made["data"] == {"count": "3", "missing": "x", "added": "2"}
+    assert KUBECTL
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    r = subprocess.run([KUBECTL, "create", "configmap", "erring", "-n", "sequenced", "--from-literal=count=0"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 1
+    assert ("failed to create configmap: policy 'sequenced' with binding 'sequenced' denied request: "
+            "expression 'object.data.missing == 'x'' resulted in error: no such key: missing") in r.stderr, r.stderr
