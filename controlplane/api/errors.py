@@ -26,13 +26,19 @@ class ApiError(Exception):
         self.details = details
 
     def status(self) -> dict[str, Any]:
+        """The ``metav1.Status``, its members in the order of upstream's struct (as Go's encoder
+        writes them: ``details`` before ``code``), the empty ones left out as its ``omitempty``
+        tags leave them out; clients that compare an error's text (the Python client's
+        ``FailToCreateError``) see the same bytes as from kube-apiserver."""
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta or {}),
-                                "status": "Failure", "message": self.message}
+                                "status": "Failure"}
+        if self.message:
+            body["message"] = self.message
         if self.reason:  # omitted when empty, as upstream's (StatusReasonUnknown)
             body["reason"] = self.reason
+        if self.details is not None:  # (a pointer upstream: empty details are still written, as {})
+            body["details"] = _in_order(self.details, _DETAILS)
         body["code"] = self.code
-        if self.details is not None:
-            body["details"] = self.details
         return body
 
     def body(self) -> bytes:
@@ -140,6 +146,26 @@ class ApiError(Exception):
         get pod x --subresource=scale``), and details present but empty (kubectl debug reads
         them to tell an old server)."""
         return cls(404, "NotFound", "the server could not find the requested resource", {})
+
+
+# metav1.StatusDetails' and StatusCause's members in their structs' order
+_DETAILS = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+_CAUSE = ("reason", "message", "field")
+
+
+def _in_order(details: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    """``details`` (or a cause) with its members in upstream's order, the empty ones dropped
+    (every member is ``omitempty``); a member upstream does not have goes last, as it was."""
+    out: dict[str, Any] = {}
+    for key in order:
+        value = details.get(key)
+        if value:
+            out[key] = [_in_order(c, _CAUSE) if isinstance(c, dict) else c for c in value] \
+                if key == "causes" and isinstance(value, list) else value
+    for key, value in details.items():
+        if key not in out and key not in order:
+            out[key] = value
+    return out
 
 
 def json_object(body: bytes, what: str) -> dict[str, Any]:
