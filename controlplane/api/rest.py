@@ -534,6 +534,9 @@ class KubeApi:
 
     @staticmethod
     async def _respond(send: Send, code: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        """One JSON answer (an object or a Status), ended by a newline as upstream's JSON
+        serializer ends every one (``json.Encoder.Encode``)."""
+        body += b"\n"
         await send({"type": "http.response.start", "status": code,
                     "headers": [*JSON, (b"content-length", str(len(body)).encode()), *warning_headers(),
                                 *(extra or ())]})
@@ -579,7 +582,7 @@ class KubeApi:
             accept = _accept(scope)
             wanted = aggregated_version_accepted(accept)
             if wanted is not None:
-                body = orjson.dumps(aggregated(self.registry, parts == ["api"], wanted))
+                body = orjson.dumps(aggregated(self.registry, parts == ["api"], wanted)) + b"\n"
                 await send({"type": "http.response.start", "status": 200,
                             "headers": [(b"content-type", discovery_content_type(wanted)), (b"vary", b"Accept")]})
                 return await send({"type": "http.response.body", "body": body})
@@ -2790,7 +2793,7 @@ async def _send_list(send: Send, rtype: ResourceType, listed: Listed) -> None:
     head = head[:-1] + b',"items":['
     items = listed.items
     if len(items) <= LIST_CHUNK:
-        body = head + b",".join(items) + b"]}"
+        body = head + b",".join(items) + b"]}\n"
         await send({"type": "http.response.start", "status": 200,
                     "headers": [*JSON, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
@@ -2801,7 +2804,7 @@ async def _send_list(send: Send, rtype: ResourceType, listed: Listed) -> None:
         part = b",".join(items[i:i + LIST_CHUNK])
         await send({"type": "http.response.body", "body": b"," + part if i else part, "more_body": True})
         await asyncio.sleep(0)
-    await send({"type": "http.response.body", "body": b"]}"})
+    await send({"type": "http.response.body", "body": b"]}\n"})  # (upstream's streamed lists end so too)
 
 
 def _as_version(table: dict[str, Any], version: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""A large list is sent in chunks (no content-length) and is the same JSON; a small one in one body."""
+"""A large list is sent in chunks (no content-length) and is the same JSON; a small one in one body;
+both end with a newline, as upstream's JSON serializer ends them."""
 
 from __future__ import annotations
 
@@ -45,3 +46,4 @@ async def test_large_lists_are_streamed_in_chunks(api: tuple[KubeApi, store.Stor
     assert [i["metadata"]["name"] for i in listed["items"]] == [f"c{i:05d}" for i in range(n)]
     assert small.headers["content-length"] == str(len(small.content))
     assert [i["metadata"]["name"] for i in orjson.loads(small.content)["items"]] == ["one"]
+    assert big.content.endswith(b"]}\n") and small.content.endswith(b"]}\n")
