@@ -431,7 +431,7 @@ class JobController:
             _, stuck = await self._release(uid, list(self.pods_of.of(uid).values()))
             if stuck is not None:
                 raise stuck
-        pods = await pods_to_sync(self.client, "Job", job, self.pods_of, self.expectations, collects=self.collects)
+        pods = await pods_to_sync(self.gc_client, "Job", job, self.pods_of, self.expectations, collects=self.collects)
         if pods is None:
             return
         spec, status = job.get("spec") or {}, dict(job.get("status") or {})

@@ -314,16 +314,17 @@ async def finalize(client: Client, owner_kind: str, owner: dict[str, Any], depen
     return True
 
 
-async def pods_to_sync(client: Client, kind: str, owner: dict[str, Any], pods: Dependents,
+async def pods_to_sync(gc_client: Client, kind: str, owner: dict[str, Any], pods: Dependents,
                        expectations: Expectations,
                        also_orphaned: tuple[tuple[str, Mapping[str, dict[str, Any]]], ...] = (),
                        collects: bool = True) -> dict[str, dict[str, Any]] | None:
     """The pods ``owner`` controls, when it is its controller's turn to act on them; None while it
     is being deleted (``finalize`` carries out its finalizer, ``also_orphaned`` as it says, if the
-    collector runs: ``collects``) or while its controller's last writes are not in the informers
-    yet (their events requeue it)."""
+    collector runs: ``collects``, as the collector: ``gc_client``, whose role alone may patch every
+    owner's finalizers) or while its controller's last writes are not in the informers yet (their
+    events requeue it)."""
     uid = str(meta_of(owner).get("uid", ""))
     owned = pods.of(uid)
-    if await finalize(client, kind, owner, "Pod", owned, also_orphaned, collects) or expectations.waiting(uid):
+    if await finalize(gc_client, kind, owner, "Pod", owned, also_orphaned, collects) or expectations.waiting(uid):
         return None
     return owned

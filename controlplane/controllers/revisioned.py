@@ -138,7 +138,7 @@ class RevisionedSetController:
         uid = str(meta.get("uid", ""))
         orphaning = bool(meta.get("deletionTimestamp")) and ORPHAN in (meta.get("finalizers") or ())
         revisions = (("ControllerRevision", self.history.owned_by(uid)),) if orphaning else ()
-        owned = await pods_to_sync(self.client, self.kind, owner, self.pods_of, self.expectations, revisions,
+        owned = await pods_to_sync(self.gc_client, self.kind, owner, self.pods_of, self.expectations, revisions,
                                    collects=self.collects)
         if owned is None:
             return None

@@ -342,7 +342,7 @@ class WorkloadController:
         rs = self.replicasets.items.get(key)
         if rs is None:
             return
-        owned = await pods_to_sync(self.rs_client, self.kind.kind, rs, self.pods_of, self.expectations,
+        owned = await pods_to_sync(self.gc_client, self.kind.kind, rs, self.pods_of, self.expectations,
                                    collects=self.collects)
         if owned is None:
             return
