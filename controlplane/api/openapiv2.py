@@ -15,7 +15,11 @@ resources appear and disappear with theirs:
   single ``$ref`` becomes the ``$ref`` with its siblings (``description``), the form
   upstream publishes; ``oneOf``, ``anyOf`` and ``not`` are dropped (Swagger 2.0 has
   none); a ``nullable`` node loses its type, as apiextensions-apiserver publishes it
-  (kubectl would otherwise reject an explicit null); IntOrString is
+  (kubectl would otherwise reject an explicit null), and is not required of its object; a
+  node with ``x-kubernetes-preserve-unknown-fields`` loses its properties, items and
+  ``type: object``, and a custom resource's root with it is an object and its kind alone
+  (apiextensions-apiserver's ``ToStructuralOpenAPIV2`` and ``buildKubeNative``: kubectl's
+  validation would refuse any field its schema does not name); IntOrString is
   ``{type: string, format: int-or-string}`` and Quantity ``{type: string}``;
   every ``x-kubernetes-*`` extension is kept (the GVK that kubectl looks kinds up by,
   the patch strategy and merge key of strategic merge patch, list types);
@@ -91,12 +95,33 @@ def v2_schema(node: Any) -> Any:
     if isinstance(wrapped, list) and len(wrapped) == 1 and isinstance(wrapped[0], dict) and "$ref" in wrapped[0]:
         del out["allOf"]
         out = {"$ref": wrapped[0]["$ref"], **{k: v for k, v in out.items() if k != "$ref"}}
+    preserves = node.get("x-kubernetes-preserve-unknown-fields") is True
     if node.get("nullable") is True:
         for key in ("type", "items", "properties"):
             out.pop(key, None)
+    if preserves:
+        out.pop("items", None)
+        out.pop("properties", None)
+        if out.get("type") == "object":
+            del out["type"]  # kubectl's validation would take the absent properties as none allowed
     kind = out.get("type")
     if kind is not None and (kind not in _TYPES or (kind == "array" and not isinstance(out.get("items"), dict))):
         del out["type"]  # kube-openapi rejects the whole document over an unknown type or an array without items
+    required = out.get("required")
+    if isinstance(required, list) and required:
+        # a field that may be null need not be given: kubectl would otherwise ask for it
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict) and extra.get("nullable") is True:
+            del out["required"]
+        else:
+            props = node.get("properties")
+            kept = [f for f in required if not (isinstance(props, dict) and isinstance(props.get(f), dict)
+                                                and props[f].get("nullable") is True)]
+            if kept != required:
+                if kept:
+                    out["required"] = kept
+                else:
+                    del out["required"]
     return out
 
 
@@ -106,6 +131,12 @@ def _definition(name: str, node: dict[str, Any]) -> dict[str, Any]:
         return {**description, "type": "string", "format": "int-or-string"}
     if name == _QUANTITY:
         return {**description, "type": "string"}
+    gvk = node.get("x-kubernetes-group-version-kind")
+    if gvk is not None and node.get("x-kubernetes-preserve-unknown-fields") is True:
+        # a custom resource whose every field is kept: an object and its kind alone, not even
+        # apiVersion, kind and metadata, as apiextensions-apiserver publishes it (any property
+        # would make kubectl's validation refuse the fields beside it)
+        return {"type": "object", "x-kubernetes-group-version-kind": gvk}
     out: dict[str, Any] = v2_schema(node)
     return out
 

@@ -182,6 +182,27 @@ def test_v2_schema() -> None:
         "oneOf": {"type": "string"}}}
 
 
+def test_v2_schema_of_kept_unknown_fields_and_nullable_required_ones() -> None:
+    """apiextensions-apiserver's ``ToStructuralOpenAPIV2``: a node that keeps unknown fields
+    names none (kubectl's validation would refuse the others) and is no typed object; a field
+    that may be null is not required."""
+    node = {"type": "object", "required": ["kept", "maybe", "plain"], "properties": {
+        "kept": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                 "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}},
+        "list": {"type": "array", "x-kubernetes-preserve-unknown-fields": True, "items": {"type": "string"}},
+        "maybe": {"type": "string", "nullable": True},
+        "plain": {"type": "string"}}}
+    assert v2_schema(node) == {"type": "object", "required": ["kept", "plain"], "properties": {
+        "kept": {"x-kubernetes-preserve-unknown-fields": True, "additionalProperties": {"type": "string"}},
+        "list": {"x-kubernetes-preserve-unknown-fields": True},
+        "maybe": {},
+        "plain": {"type": "string"}}}
+    assert "required" not in v2_schema({"type": "object", "required": ["x"],
+                                        "additionalProperties": {"type": "string", "nullable": True}})
+    assert v2_schema({"type": "object", "required": ["x"], "properties": {"x": {"nullable": True}}}) == {
+        "type": "object", "properties": {"x": {}}}
+
+
 # -- protobuf --------------------------------------------------------------------------
 async def test_protobuf_is_a_gnostic_document_with_the_same_definitions(client: httpx.AsyncClient) -> None:
     as_json = (await client.get("/openapi/v2")).json()
@@ -256,6 +277,13 @@ async def test_custom_resources_come_and_go_with_the_v3_documents() -> None:
     assert schema["x-kubernetes-group-version-kind"] == [{"group": "example.com", "version": "v1", "kind": "Widget"}]
     assert schema["properties"]["spec"]["properties"] == {"size": {"type": "integer"}, "note": {}}
     assert "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}" in added["paths"]
+    gadget = ResourceType("example.com", "v1", "Gadget", "gadgets", True)
+    registry.add(gadget)  # no schema of its own: it keeps every field, so its v2 names none
+    v3.invalidate("example.com", "v1")
+    kept = json.loads((await v2.current()).json)["definitions"]["com.example.v1.Gadget"]
+    assert kept == {"type": "object",
+                    "x-kubernetes-group-version-kind": [{"group": "example.com", "version": "v1", "kind": "Gadget"}]}
+    registry.remove(gadget)
     registry.remove(widget)
     v3.invalidate("example.com", "v1")
     assert b"com.example.v1.Widget" not in (await v2.current()).json

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl_sweep import failing
 from tests.test_cli import Serve, running, start_serve
 
 
@@ -53,6 +54,46 @@ def test_an_orphaning_delete_of_a_workload_completes_under_rbac(served: Serve) -
     revisions = kubectl(served, "-n", ns, "get", "controllerrevisions", "-o",
                         "jsonpath={.items[*].metadata.ownerReferences}")
     assert revisions == ""
+
+
+def test_a_list_of_custom_resources_that_keep_unknown_fields_applies(served: Serve) -> None:
+    """kubectl validates a ``kind: List`` against ``/openapi/v2``, where a custom resource
+    whose schema keeps unknown fields is an object naming no field, so the fields beside
+    ``apiVersion``, ``kind`` and ``metadata`` pass (crd.sh's ``multi-crd-list.yaml``); one
+    with a closed schema still has its fields checked."""
+    for plural, kind, schema in (("gizmos", "Gizmo", "{type: object, x-kubernetes-preserve-unknown-fields: true}"),
+                                 ("gauges", "Gauge", "{type: object, properties: {size: {type: integer}}}")):
+        kubectl(served, "apply", "-f", "-", stdin=f"""
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {plural}.testcmd.example.com}}
+spec:
+  group: testcmd.example.com
+  scope: Namespaced
+  names: {{plural: {plural}, kind: {kind}}}
+  versions:
+  - {{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {schema}}}}}
+""")
+        kubectl(served, "wait", f"crd/{plural}.testcmd.example.com", "--for=condition=Established")
+    items = """
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: testcmd.example.com/v1, kind: Gizmo, metadata: {name: in-list}, someField: %s,
+   nestedField: {someSubfield: x}}
+"""
+    until(lambda: "gizmos" in kubectl(served, "api-resources", "--api-group=testcmd.example.com"))
+    out = kubectl(served, "apply", "-f", "-", stdin=items % "field1")
+    assert out.strip() == "gizmo.testcmd.example.com/in-list created"
+    kubectl(served, "apply", "-f", "-", stdin=items % "modified")
+    assert kubectl(served, "get", "gizmo/in-list", "-o", "jsonpath={.someField}") == "modified"
+    err = failing(served, "apply", "-f", "-", stdin="""
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: testcmd.example.com/v1, kind: Gauge, metadata: {name: in-list}, size: 1, colour: red}
+""")
+    assert 'unknown field "colour" in com.example.testcmd.v1.Gauge' in err
 
 
 STATEFULSET = """
