@@ -215,12 +215,15 @@ def enabled(config: Config) -> list[Component]:
 
 
 # what kube-controller-manager's controllers write by update, not patch (their roles grant only that: the
-# status of their objects, UpdateStatus, and the Deployment's own annotations): under RBAC the emulated
-# ones' merge patches of these go as a read and an update (Client.updating)
+# status of their objects, UpdateStatus, the Deployment's own annotations, and the claims and volumes the
+# persistent volume controller binds, the protection controllers release and the StatefulSet controller's
+# retention policy owns): under RBAC the emulated ones' merge patches of these go as a read and an update
+# (Client.updating)
 UPDATED = frozenset({
     "cronjobs/status", "daemonsets/status", "deployments", "deployments/status", "horizontalpodautoscalers/status",
-    "jobs/status", "persistentvolumeclaims/status", "persistentvolumes/status", "poddisruptionbudgets/status",
-    "replicasets/status", "replicationcontrollers/status", "resourcequotas/status", "statefulsets/status",
+    "jobs/status", "persistentvolumeclaims", "persistentvolumeclaims/status", "persistentvolumes",
+    "persistentvolumes/status", "poddisruptionbudgets/status", "replicasets/status", "replicationcontrollers/status",
+    "resourcequotas/status", "statefulsets/status",
 })
 
 

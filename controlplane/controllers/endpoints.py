@@ -366,8 +366,9 @@ class EndpointsController:
         if self.writes_endpoints:
             targets.append(resource_path("", "v1", "endpoints", namespace, name))
         for path in targets:
-            try:
-                await self.client.delete(path)
+            try:  # the Endpoints as the endpoints controller: the EndpointSlice one's role may not
+                writer = self.endpoints_client if path.startswith("/api/v1/") else self.client
+                await writer.delete(path)
             except ApiError as e:
                 if e.code != 404:
                     raise

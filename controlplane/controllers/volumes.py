@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from controlplane.api.defaultclass import STORAGE_DEFAULT, newest_default
 from controlplane.client import ApiError, Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
+from controlplane.identities import service_account_user
 from controlplane.quantity import QuantityError, parse_quantity
 from controlplane.scheduler.plugins.selectors import match_label_selector
 
@@ -94,6 +95,8 @@ class VolumeController:
 
     def __init__(self, client: Client, workers: int = 2) -> None:
         self.client = client
+        # the garbage collector's part for claims as its service account: the binder's role reads no owner
+        self.gc_client = client.as_identity(service_account_user("generic-garbage-collector"))
         self.workers = workers
         self.queue = WorkQueue()
         self.events = Recorder(client, "persistentvolume-controller")
@@ -219,16 +222,16 @@ class VolumeController:
         meta = meta_of(pvc)
         refs = meta.get("ownerReferences") or []
         alive = [r for r in refs if self._alive(meta.get("namespace", ""), r)
-                 or await owner_exists(self.client, pvc, str(r.get("uid", "")))]  # informers may lag
+                 or await owner_exists(self.gc_client, pvc, str(r.get("uid", "")))]  # informers may lag
         if len(alive) == len(refs):
             return
         path = _claim_path(meta.get("namespace", ""), meta.get("name", ""))
         try:
             if alive:
-                await self.client.patch(path, {"metadata": {"ownerReferences": alive,
-                                                            "resourceVersion": meta.get("resourceVersion")}})
+                await self.gc_client.patch(path, {"metadata": {"ownerReferences": alive,
+                                                               "resourceVersion": meta.get("resourceVersion")}})
             else:
-                await self.client.delete(path, {"kind": "DeleteOptions", "apiVersion": "v1",
+                await self.gc_client.delete(path, {"kind": "DeleteOptions", "apiVersion": "v1",
                                                 "propagationPolicy": "Background",
                                                 "preconditions": {"uid": meta.get("uid")}})
         except ApiError as e:

@@ -96,6 +96,49 @@ items:
     assert 'unknown field "colour" in com.example.testcmd.v1.Gauge' in err
 
 
+def test_volumes_claims_and_endpoints_are_written_as_the_roles_allow(served: Serve) -> None:
+    """The persistent volume controller binds and releases by update (its role and the
+    protection controllers' grant no patch of claims or volumes), so a volume becomes
+    Available and ``kubectl delete pv`` completes (storage.sh), a claim is bound, and a
+    StatefulSet's retention policy takes its claims away with it, the collector's part reading
+    the set as the collector; a deleted Service's Endpoints go as the endpoints controller's."""
+    ns = "volumes"
+    kubectl(served, "create", "namespace", ns)
+    kubectl(served, "create", "-f", "-", stdin="""
+{"kind": "PersistentVolume", "apiVersion": "v1", "metadata": {"name": "pv0001"},
+ "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/data01"}}}
+""")
+    until(lambda: kubectl(served, "get", "pv", "pv0001", "-o", "jsonpath={.status.phase}") == "Available")
+    kubectl(served, "delete", "pv", "pv0001", "--timeout=20s")
+    kubectl(served, "-n", ns, "apply", "-f", "-", stdin="""
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: testcmd2-immediate}
+provisioner: example.com/simulated
+volumeBindingMode: Immediate
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: plain}
+spec: {storageClassName: testcmd2-immediate, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+""")
+    kubectl(served, "-n", ns, "apply", "-f", "-", stdin=STATEFULSET.replace("  replicas: 1\n", """  replicas: 1
+  persistentVolumeClaimRetentionPolicy: {whenDeleted: Delete}
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {storageClassName: testcmd2-immediate, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+"""))
+    phases = "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}"
+    until(lambda: kubectl(served, "-n", ns, "get", "pvc", "-o", phases).split() == ["data-db-0=Bound", "plain=Bound"])
+    kubectl(served, "-n", ns, "delete", "pvc", "plain", "--timeout=20s")
+    kubectl(served, "-n", ns, "delete", "statefulset", "db", "--timeout=20s")
+    until(lambda: kubectl(served, "-n", ns, "get", "pvc", "-o", "name") == "")
+    kubectl(served, "-n", ns, "create", "service", "clusterip", "web", "--tcp=80")
+    until(lambda: "web" in kubectl(served, "-n", ns, "get", "endpoints", "-o", "name"))
+    kubectl(served, "-n", ns, "delete", "service", "web")
+    until(lambda: kubectl(served, "-n", ns, "get", "endpoints,endpointslices", "-o", "name") == "")
+
+
 STATEFULSET = """
 apiVersion: apps/v1
 kind: StatefulSet
