@@ -171,6 +171,12 @@ class CronJobController:
         if not spec.get("suspend"):
             since = _parse_time(status.get("lastScheduleTime")) or _parse_time(meta.get("creationTimestamp")) or now
             due, next_time = self._due(schedule, zone, since, now)
+            if due is None and next_time is None:
+                # a schedule no date matches (the 31st of February): upstream's cron library finds no next
+                # time, so two zero times 0 s apart, which its controller reports at each sync
+                self.events.record("CronJob", cj, "InvalidSchedule",
+                                   f"invalid schedule: {spec.get('schedule', '')} : time difference between two "
+                                   "schedules is less than 1 second", "Warning")
             if next_time is not None:
                 self._wake_at(key, next_time)
             deadline = spec.get("startingDeadlineSeconds")

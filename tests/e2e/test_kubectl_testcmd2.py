@@ -139,6 +139,23 @@ spec: {storageClassName: testcmd2-immediate, accessModes: [ReadWriteOnce], resou
     until(lambda: kubectl(served, "-n", ns, "get", "endpoints,endpointslices", "-o", "name") == "")
 
 
+def test_a_cronjob_whose_schedule_never_comes_is_warned_about(served: Serve) -> None:
+    """``59 23 31 2 *`` parses but no date has it: upstream's cron library finds no next time
+    and its controller records ``InvalidSchedule`` on each sync, which ``kubectl events``
+    shows (events.sh); the CronJob creates no Job."""
+    ns = "never"
+    kubectl(served, "create", "namespace", ns)
+    kubectl(served, "-n", ns, "create", "cronjob", "pi", "--schedule=59 23 31 2 *",
+            "--image=registry.k8s.io/perl", "--", "perl", "-Mbignum=bpi", "-wle", "print bpi(20)")
+    until(lambda: "InvalidSchedule" in kubectl(served, "-n", ns, "events", "--for=Cronjob/pi"))
+    line = kubectl(served, "-n", ns, "events", "--for=Cronjob/pi", "--types=Warning", "--no-headers").strip()
+    assert line.split()[1:4] == ["Warning", "InvalidSchedule", "CronJob/pi"], line
+    assert line.endswith("invalid schedule: 59 23 31 2 * : time difference between two schedules is less than "
+                         "1 second")
+    assert kubectl(served, "-n", ns, "events", "--for=Cronjob/pi", "--types=Normal") == ""
+    assert kubectl(served, "-n", ns, "get", "jobs", "-o", "name") == ""
+
+
 STATEFULSET = """
 apiVersion: apps/v1
 kind: StatefulSet
