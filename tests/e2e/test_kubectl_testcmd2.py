@@ -35,21 +35,33 @@ def until(check: object, timeout: float = 20) -> None:
 def test_an_orphaning_delete_of_a_workload_completes_under_rbac(served: Serve) -> None:
     """``kubectl delete --cascade=orphan`` waits for the owner to go, which it does once the
     garbage collector has let go of its dependents and taken the ``orphan`` finalizer off: the
-    collector's role may patch any owner, the ReplicaSet, DaemonSet and StatefulSet controllers'
-    roles may not (apps.sh's ``delete deployments,rs,pods --all --cascade=orphan``)."""
+    collector's role may patch any owner, the ReplicaSet, ReplicationController, DaemonSet and
+    StatefulSet controllers' roles may not (apps.sh's ``delete deployments,rs,pods --all
+    --cascade=orphan``)."""
     ns = "orphaning"
     kubectl(served, "create", "namespace", ns)
     kubectl(served, "-n", ns, "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=2")
     kubectl(served, "-n", ns, "create", "-f", "-", stdin=STATEFULSET)
-    until(lambda: len(kubectl(served, "-n", ns, "get", "pods", "-o", "name").split()) == 3)
+    kubectl(served, "-n", ns, "create", "-f", "-", stdin="""
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: legacy}
+spec:
+  replicas: 1
+  template:
+    metadata: {labels: {app: legacy}}
+    spec: {containers: [{name: c, image: registry.k8s.io/pause:3.10}]}
+""")
+    until(lambda: len(kubectl(served, "-n", ns, "get", "pods", "-o", "name").split()) == 4)
     rs = kubectl(served, "-n", ns, "get", "rs", "-o", "name").strip()
     kubectl(served, "-n", ns, "delete", "deployment", "web", "--cascade=orphan", "--timeout=20s")
     kubectl(served, "-n", ns, "delete", rs, "--cascade=orphan", "--timeout=20s")
     kubectl(served, "-n", ns, "delete", "statefulset", "db", "--cascade=orphan", "--timeout=20s")
+    kubectl(served, "-n", ns, "delete", "rc", "legacy", "--cascade=orphan", "--timeout=20s")
     pods = kubectl(served, "-n", ns, "get", "pods", "-o",
                    "jsonpath={range .items[*]}{.metadata.name}={.metadata.ownerReferences}{\"\\n\"}{end}")
     kept = dict(line.split("=", 1) for line in pods.split())
-    assert len(kept) == 3 and "db-0" in kept
+    assert len(kept) == 4 and "db-0" in kept
     assert set(kept.values()) == {""}, kept  # let go, none owned any more
     revisions = kubectl(served, "-n", ns, "get", "controllerrevisions", "-o",
                         "jsonpath={.items[*].metadata.ownerReferences}")
