@@ -36,6 +36,7 @@ from controlplane.registry.types import Registry, ResourceType
 from .componentpolicy import COMPONENT_ROLE_BINDINGS, COMPONENT_ROLES
 from .controllerpolicy import CONTROLLER_ROLE_BINDINGS, CONTROLLER_ROLES
 from .namespacepolicy import NAMESPACE_ROLE_BINDINGS, NAMESPACE_ROLES
+from .rbacescalation import breakdown, covers
 from .rbacpolicy import ADDON_ROLES, AUTOUPDATE, CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES, aggregated_rules
 from .stored import metadata_first
 from .uids import new_uid
@@ -53,55 +54,6 @@ POLICY: tuple[tuple[str, Obj], ...] = (
     *(("roles", r) for r in NAMESPACE_ROLES),
     *(("rolebindings", b) for b in NAMESPACE_ROLE_BINDINGS),
 )
-
-
-def breakdown(rule: Obj) -> list[Obj]:
-    """``rule`` as rules of one verb on one resource of one group (and one name, if it names
-    any), or one verb on one path, as upstream's ``BreakdownRule``.
-
-    >>> breakdown({"verbs": ["get"], "apiGroups": [""], "resources": ["pods", "pods/log"]})
-    [{'verbs': ['get'], 'apiGroups': [''], 'resources': ['pods']}, {'verbs': ['get'], 'apiGroups': [''], \
-'resources': ['pods/log']}]
-    """
-    verbs, names = rule.get("verbs") or [], rule.get("resourceNames") or []
-    out: list[Obj] = []
-    for group in rule.get("apiGroups") or ():
-        for resource in rule.get("resources") or ():
-            for verb in verbs:
-                one: Obj = {"verbs": [verb], "apiGroups": [group], "resources": [resource]}
-                out.extend([{**one, "resourceNames": [name]} for name in names] if names else [one])
-    out.extend({"verbs": [verb], "nonResourceURLs": [url]} for url in rule.get("nonResourceURLs") or ()
-               for verb in verbs)
-    return out
-
-
-def _resource_covered(owned: Sequence[str], resource: str) -> bool:
-    if "*" in owned or resource in owned:
-        return True
-    _, slash, subresource = resource.partition("/")
-    return bool(slash) and f"*/{subresource}" in owned
-
-
-def _url_covered(owned: Sequence[str], url: str) -> bool:
-    return any(o == url or (o.endswith("*") and url.startswith(o[:-1])) for o in owned)
-
-
-def covers(owner: Obj, sub: Obj) -> bool:
-    """Whether ``owner`` allows all that ``sub`` does (upstream's ``ruleCovers``): its verbs,
-    groups, resources (``*``, ``*/<subresource>``), names (none owned: any) and paths
-    (a trailing ``*`` a prefix)."""
-    def has_all(field: str, wildcard: bool = True) -> bool:
-        owned = owner.get(field) or []
-        return (wildcard and "*" in owned) or all(v in owned for v in sub.get(field) or ())
-
-    owned_names, names = owner.get("resourceNames") or [], sub.get("resourceNames") or []
-    if names:  # some objects: covered by a rule naming them all, or naming none
-        names_covered = not owned_names or all(n in owned_names for n in names)
-    else:  # every object: by a rule naming none only
-        names_covered = not owned_names
-    return (names_covered and has_all("verbs") and has_all("apiGroups")
-            and all(_resource_covered(owner.get("resources") or [], r) for r in sub.get("resources") or ())
-            and all(_url_covered(owner.get("nonResourceURLs") or [], u) for u in sub.get("nonResourceURLs") or ()))
 
 
 def missing_rules(existing: Iterable[Obj], expected: Iterable[Obj]) -> list[Obj]:

@@ -150,7 +150,7 @@ from .negotiation import (
     negotiate,
     negotiated_writer,
 )
-from .nodeauthz import NodeAuthorizer, kubelet
+from .nodeauthz import Authorizers, NodeAuthorizer, kubelet
 from .nodereports import PLURAL as REPORTS_PLURAL
 from .nodereports import ReportPlans, report_node_status
 from .nodetaint import admit_node
@@ -163,8 +163,10 @@ from .priority import SYSTEM_CLASSES, admit_pod_priority, admit_priority_class, 
 from .proxying import PROXY_METHODS, proxy_options
 from .proxying import refusal as proxy_refusal
 from .quota import QuotaAdmission
-from .rbac import Authorizes, User, forbidden, selected_name, verb_of
+from .rbac import MASTERS, Authorizer, Authorizes, User, forbidden, selected_name, verb_of
 from .rbac import Request as RbacRequest
+from .rbacescalation import GROUP as RBAC_GROUP
+from .rbacescalation import check_write as check_rbac_write
 from .rbacreconcile import ensure_rbac_policy
 from .reads import (
     Listed,
@@ -1081,9 +1083,11 @@ class KubeApi:
                                                   "message": f'Invalid value: "{uid}": field is immutable'}])
 
     async def _create(self, rtype: ResourceType, namespace: str | None, body: bytes,
-                      manager: str | None = None, write: ServiceWrite | None = None) -> dict[str, Any]:
+                      manager: str | None = None, write: ServiceWrite | None = None,
+                      url_name: str = "") -> dict[str, Any]:
         """``manager`` is recorded in managedFields; None: the body's managedFields are final (apply).
-        ``write``: a Service's allocations begun by the caller (an apply's defaults picked)."""
+        ``write``: a Service's allocations begun by the caller (an apply's defaults picked).
+        ``url_name``: the name the request's URL gives (an apply's; a POST's gives none)."""
         if rtype.namespaced and namespace is None:
             raise ApiError.method_not_allowed()
         obj = self._parse(rtype, body)
@@ -1181,6 +1185,8 @@ class KubeApi:
                     "type": "PodScheduled", "status": "False", "lastProbeTime": None,
                     "lastTransitionTime": _now(), "reason": "SchedulingGated",
                     "message": "Scheduling is blocked due to non-empty scheduling gates"}]
+        if self.authorizer is not None and rtype.group == RBAC_GROUP:  # (after mutation, before validation)
+            await self._rbac_escalation(rtype, namespace, url_name, obj, None)
         self._admit(rtype, obj, None, None)
         await self._authorize_params(rtype, obj, None)
         await self._pod_security(rtype, namespace, name or generated, obj, None, None, ns)  # validating admission
@@ -1373,6 +1379,8 @@ class KubeApi:
             if _finalized(meta) and rtype is not self._namespaces:
                 return await self._finish(rtype, key, name, obj, current.mod_revision)
             await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
+            if self.authorizer is not None and rtype.group == RBAC_GROUP:
+                await self._rbac_escalation(rtype, namespace, name, obj, old)
             write = self._allocating(rtype, old)
             self._admit(rtype, obj, old, subresource)
             if write is not None:
@@ -1471,6 +1479,8 @@ class KubeApi:
                 meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
             await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
+            if self.authorizer is not None and rtype.group == RBAC_GROUP:
+                await self._rbac_escalation(rtype, namespace, name, obj, old)
             write = self._allocating(rtype, old)
             self._admit(rtype, obj, old, subresource)
             if write is not None:
@@ -1530,7 +1540,7 @@ class KubeApi:
                 if (rtype.group, rtype.plural) in STATUS_KEPT_AT_CREATE:
                     obj.pop("status", None)  # (a reset field: an apply never writes it)
                 try:
-                    return await self._create(rtype, namespace, orjson.dumps(obj), write=write), True
+                    return await self._create(rtype, namespace, orjson.dumps(obj), write=write, url_name=name), True
                 except ApiError as e:
                     if e.reason == "AlreadyExists":
                         continue  # created meanwhile: apply to that
@@ -1546,6 +1556,8 @@ class KubeApi:
             if rtype.namespaced:
                 meta["namespace"] = namespace
             await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
+            if self.authorizer is not None and rtype.group == RBAC_GROUP:
+                await self._rbac_escalation(rtype, namespace, name, obj, old)
             self._admit(rtype, obj, old, subresource)
             if write is not None:
                 await self._reserve(write, rtype, namespace, name, obj, old)
@@ -1718,6 +1730,30 @@ class KubeApi:
         if generation is not None:
             self._default_class_memo = (generation, default)
         return default
+
+    async def _rbac_escalation(self, rtype: ResourceType, namespace: str | None, url_name: str,
+                               obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """RBAC's escalation check of a write of a Role, ClusterRole or binding (``old`` None: a
+        create), where upstream's RBAC storage makes it: after mutating admission, before
+        validation (api/rbacescalation.py). A request of ``system:masters`` costs a lookup; the
+        server's own writes (no request user) are not checked."""
+        user = REQUEST_USER.get()
+        if user is None or MASTERS in user.groups or rtype.custom is not None:
+            return
+        assert self.authorizer is not None
+        authorizer = self.authorizer
+        resolver = authorizer.rbac if isinstance(authorizer, Authorizers) else \
+            authorizer if isinstance(authorizer, Authorizer) else None
+        await check_rbac_write(authorizer, resolver, user, rtype.plural, namespace or "", url_name, obj, old,
+                               self._rbac_role)
+
+    async def _rbac_role(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A binding's Role or ClusterRole as the store holds it now (upstream's registry lookup)."""
+        rtype = self.registry.get(RBAC_GROUP, "v1", plural)
+        if rtype is None:
+            return None
+        kv = await self.store.get(rtype.key(namespace or None, name))
+        return orjson.loads(kv.value) if kv is not None else None
 
     def _admit(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None,
                subresource: str | None) -> None:
