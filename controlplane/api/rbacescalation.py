@@ -13,8 +13,8 @@ whatever the authorization mode asks of the request itself:
 - a RoleBinding or ClusterRoleBinding may be written by a user who may ``bind`` the role it
   refers to (by its name, in the binding's namespace), or who holds every permission of that
   role; a role that does not exist is upstream's 404 of its registry's lookup;
-- an update that changes only the owner references and finalizers (the garbage collector's)
-  is not checked.
+- an update that changes only the owner references and finalizers (the garbage collector's,
+  and the managedFields that record them) is not checked.
 
 A refusal is upstream's 403: ``roles.rbac.authorization.k8s.io "x" is forbidden: user "alice"
 (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:``
@@ -182,11 +182,12 @@ def escalation_message(user: User, missing: Iterable[Obj], errors: Sequence[str]
 
 def only_gc_fields(obj: Obj, old: Obj | None) -> bool:
     """Whether an update changes nothing but the owner references and finalizers, which the
-    garbage collector writes (upstream's ``IsOnlyMutatingGCFields``); the resourceVersion, a
-    precondition, is not compared."""
+    garbage collector writes, and the managedFields that record them (upstream's
+    ``IsOnlyMutatingGCFields``, since kubernetes#90534); the resourceVersion, a precondition,
+    is not compared."""
     if old is None:
         return False
-    kept = ("ownerReferences", "finalizers", "resourceVersion", "selfLink")
+    kept = ("ownerReferences", "finalizers", "managedFields", "resourceVersion", "selfLink")
 
     def without(o: Obj) -> Obj:
         meta = o.get("metadata")
@@ -257,7 +258,8 @@ async def check_write(authorizer: Authorizes, resolver: Authorizer | None, user:
         # a 500 (``unsupported role reference kind``), which this server keeps for its own faults
         return
     role_plural = "roles" if kind == "Role" else "clusterroles"
-    group = ref.get("apiGroup") if isinstance(ref.get("apiGroup"), str) else ""
+    group = ref.get("apiGroup")
+    group = group if isinstance(group, str) else ""
     if await authorizer.allowed(user, Request("bind", group, role_plural, namespace=namespace, name=role)):
         return
     if kind == "Role" and not namespace:  # (a ClusterRoleBinding's Role: the namespaced lookup's 400)

@@ -145,6 +145,7 @@ def test_the_message_lists_each_missing_rule_once_sorted() -> None:
 def test_only_gc_fields() -> None:
     old = {"metadata": {"name": "r", "resourceVersion": "5", "finalizers": ["f"]}, "rules": []}
     assert only_gc_fields({"metadata": {"name": "r", "ownerReferences": [{"uid": "u"}]}, "rules": []}, old)
+    assert only_gc_fields({"metadata": {"name": "r", "managedFields": [{"manager": "gc"}]}, "rules": []}, old)
     assert not only_gc_fields({"metadata": {"name": "r"}, "rules": [rule("get", [""], ["pods"])]}, old)
     assert not only_gc_fields({"metadata": {"name": "r", "labels": {"a": "b"}}, "rules": []}, old)
     assert not only_gc_fields(old, None)
