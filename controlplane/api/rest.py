@@ -831,7 +831,7 @@ class KubeApi:
                 if e.code != 404 or subresource is not None or (rtype.group, rtype.plural) not in CREATE_ON_UPDATE \
                         or rtype.custom is not None:
                     raise
-                return await self._json(send, 201, await self._create(rtype, namespace, body, manager))
+                return await self._json(send, 201, await self._create(rtype, namespace, body, manager, url_name=name))
             return await self._json(send, 200, updated)
         if method == "PATCH":
             body = await self._body(scope, receive)

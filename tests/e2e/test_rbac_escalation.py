@@ -21,7 +21,8 @@ TOKENS = 'admin-token,admin,1,"system:masters"\nalice-token,alice,2\n'
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 # every user may write roles and bindings (anywhere) and clusterroles; what else each holds in dev:
-# alice nothing, carol get/list pods, erin the escalate verb on roles, bob bind of the Role "pod-reader"
+# alice nothing, carol get/list pods, erin the escalate verb on roles, frank that verb on the role "named",
+# bob bind of the Role "pod-reader"
 SETUP = """
 apiVersion: v1
 kind: Namespace
@@ -44,6 +45,7 @@ subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: carol}
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: erin}
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: frank}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -76,6 +78,19 @@ metadata: {name: erin-escalates, namespace: dev}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: escalator}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: erin}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: named-escalator, namespace: dev}
+rules:
+- {apiGroups: [rbac.authorization.k8s.io], resources: [roles], verbs: [escalate], resourceNames: [named]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: frank-escalates-named, namespace: dev}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: named-escalator}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: frank}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -175,6 +190,25 @@ def test_the_escalate_verb_allows_any_rules(served: Serve) -> None:
     kubectl(served, "label", "role", "wide", "-n", "dev", "a=b", "--as", "erin")
     err = refused(served, "create", "role", "wide", "--verb=*", "--resource=secrets", "-n", "default", "--as", "erin")
     assert 'user "erin"' in err  # escalate is granted in dev only
+
+
+def test_escalate_by_name_needs_the_name_in_the_url(served: Serve) -> None:
+    """As upstream's ``RoleEscalationAuthorized`` asks by the request's name: a POST names none;
+    a PUT that creates, an update and an apply do."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "named"},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}
+    with httpx.Client(base_url=served.url, headers={"authorization": "Bearer admin-token",
+                                                    "impersonate-user": "frank"}, timeout=10, verify=False) as frank:
+        r = frank.post(f"{RBAC}/namespaces/dev/roles", json=role)
+        assert r.status_code == 403 and GRANT in r.json()["message"], r.text
+        r = frank.put(f"{RBAC}/namespaces/dev/roles/named", json=role)
+        assert r.status_code == 201, r.text
+        r = frank.put(f"{RBAC}/namespaces/dev/roles/named", json={**r.json(), "rules": [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["*"]}]})
+        assert r.status_code == 200, r.text
+        r = frank.put(f"{RBAC}/namespaces/dev/roles/other", json={**role, "metadata": {"name": "other"}})
+        assert r.status_code == 403, r.text
+        assert r.json()["message"].startswith('roles.rbac.authorization.k8s.io "other" is forbidden: user "frank"')
 
 
 def test_a_binding_needs_bind_on_the_role_or_its_permissions(served: Serve) -> None:
