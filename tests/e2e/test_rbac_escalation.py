@@ -249,6 +249,13 @@ def test_an_aggregation_rule_needs_every_permission(served: Serve) -> None:
     assert "must have cluster-admin privileges to use the aggregationRule" in err, err
     err = refused(served, "label", "clusterrole", "gathered", "a=b", "--as", "alice")
     assert "must have cluster-admin privileges to use the aggregationRule" in err, err
+    # the aggregation controller is no master: its service account may escalate clusterroles (upstream's role)
+    kubectl(served, "create", "clusterrole", "piece", "--verb=get", "--resource=configmaps")
+    kubectl(served, "label", "clusterrole", "piece", "example.com/agg=true")
+    deadline = time.monotonic() + 10
+    while "configmaps" not in kubectl(served, "get", "clusterrole", "gathered", "-o", "jsonpath={.rules}"):
+        assert time.monotonic() < deadline, "the aggregation controller did not write the aggregated rules"
+        time.sleep(0.1)
 
 
 def test_the_admin_is_unaffected(served: Serve) -> None:
