@@ -712,7 +712,9 @@ def create_app(config: Config) -> FastAPI:
             if modes != ("AlwaysAllow",):  # (AlwaysAllow alone: no authorizer on the requests' path)
                 node = NodeAuthorizer(_pod_node(kube, caches), _CachedObjects(kube.registry, caches)) \
                     if "Node" in modes else None
-                kube.authorizer = Authorizers(modes, _rbac_authorizer(kube, caches) if "RBAC" in modes else None, node)
+                # (the RBAC authorizer in every mode: RBAC's escalation check resolves what a user holds by
+                # the RBAC objects whatever the modes, as upstream's registry; it indexes them when first asked)
+                kube.authorizer = Authorizers(modes, _rbac_authorizer(kube, caches), node)
                 kube.node_restriction = node  # (NodeRestriction goes with the Node mode, as kubeadm enables both)
             settle_heap()  # the startup heap leaves the collector's sight (gcsettings)
             components = enabled(config)

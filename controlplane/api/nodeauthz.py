@@ -657,7 +657,8 @@ def _forbidden(resource: str, name: str, why: str) -> ApiError:
 
 
 class Authorizers:
-    """The ``--authorization-mode`` list in order (``Config.authorization_modes``): ``rbac`` serves the RBAC mode,
+    """The ``--authorization-mode`` list in order (``Config.authorization_modes``): ``rbac`` serves the RBAC mode
+    (and, in any mode, resolves the rules a user holds for RBAC's escalation check, api/rbacescalation.py),
     ``node`` the Node mode. Answers as ``rbac.Authorizer`` does."""
 
     def __init__(self, modes: tuple[str, ...], rbac: Authorizer | None, node: NodeAuthorizer | None) -> None:
