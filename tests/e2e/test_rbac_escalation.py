@@ -237,6 +237,27 @@ def test_a_binding_needs_bind_on_the_role_or_its_permissions(served: Serve) -> N
     assert 'roles.rbac.authorization.k8s.io "missing" not found' in err, err
 
 
+def test_a_namespace_admin_may_delegate_the_default_roles_it_holds(served: Serve) -> None:
+    """The usual delegation: ``admin`` bound in a namespace may bind ``admin``, ``edit`` and ``view``
+    there (their aggregated rules are within its own), not ``cluster-admin``."""
+    kubectl(served, "create", "rolebinding", "nina-admin", "--clusterrole=admin", "--user=nina", "-n", "dev")
+    deadline = time.monotonic() + 10
+    while kubectl_run(served, "auth", "can-i", "create", "rolebindings", "-n", "dev", "--as", "nina").returncode:
+        assert time.monotonic() < deadline, "nina's binding never took effect"
+        time.sleep(0.1)
+    for role in ("view", "edit", "admin"):
+        kubectl(served, "create", "rolebinding", f"zed-{role}", f"--clusterrole={role}", "--user=zed", "-n", "dev",
+                "--as", "nina")
+    err = refused(served, "create", "rolebinding", "zed-all", "--clusterrole=cluster-admin", "--user=zed",
+                  "-n", "dev", "--as", "nina")
+    assert err.rstrip().endswith(f'{GRANT}{{APIGroups:["*"], Resources:["*"], Verbs:["*"]}}\n'
+                                 '{NonResourceURLs:["*"], Verbs:["*"]}'), err
+    kubectl(served, "create", "role", "nina-pods", "--verb=get,list,watch,create,update,patch,delete",
+            "--resource=pods,deployments.apps", "-n", "dev", "--as", "nina")
+    err = refused(served, "create", "role", "nina-star", "--verb=*", "--resource=pods", "-n", "dev", "--as", "nina")
+    assert err.rstrip().endswith('{APIGroups:[""], Resources:["pods"], Verbs:["*"]}'), err  # verbs listed are no *
+
+
 def test_an_aggregation_rule_needs_every_permission(served: Serve) -> None:
     err = refused(served, "create", "clusterrole", "gathered", "--aggregation-rule=example.com/agg=true",
                   "--as", "alice")
