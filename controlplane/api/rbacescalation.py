@@ -35,8 +35,8 @@ from typing import Any
 from .errors import ApiError
 from .rbac import MASTERS, Authorizer, Authorizes, Request, User, aggregate
 
-__all__ = ["FULL_AUTHORITY", "breakdown", "check_write", "compact", "compact_string", "covers",
-           "escalation_message", "only_gc_fields", "uncovered"]
+__all__ = ["FULL_AUTHORITY", "GROUP", "RoleLookup", "breakdown", "check_write", "compact", "compact_string", "covers",
+           "escalation_message", "go_quote", "go_strings", "only_gc_fields", "uncovered", "url_covered"]
 
 Obj = dict[str, Any]
 GROUP = "rbac.authorization.k8s.io"
