@@ -253,7 +253,8 @@ class Launcher:
             claim = await self._mark_launched(claim, option, offering)
         latency = option.type.launch_latency_seconds * self.latency_scale
         await asyncio.sleep(max(0.0, latency - (asyncio.get_running_loop().time() - started)))
-        claim = self.state.nodeclaims.get(name, claim)
+        # (the informer's copy may not have the Launched write yet: registering from it would drop it)
+        claim = _newer(self.state.nodeclaims.get(name), claim)
         if (claim.get("metadata") or {}).get("deletionTimestamp"):
             return
         claim = await self._register(claim, option)
@@ -374,14 +375,14 @@ class Launcher:
             if condition(claim, "Drained") is None:
                 claim = await self._set_conditions(claim, [("Drained", "Unknown", "Draining", "Draining")])
             await self.drain(node, _grace_deadline(claim))
-            claim = self.state.nodeclaims.get(name, claim)
+            claim = _newer(self.state.nodeclaims.get(name), claim)
             await self._set_conditions(claim, [(c, "True", c, "") for c in
                                                ("Drained", "VolumesDetached", "InstanceTerminating")])
             node = self.state.nodes.get(node_name, node)
             await asyncio.gather(self._remove_finalizer(f"{NODES}/{node_name}", node),
                                  *(self._delete(f"{SLICES}/{key(s)}") for s in self.state.slices_of(node_name)))
             await self._delete(f"{NODES}/{node_name}")
-        claim = self.state.nodeclaims.get(name, claim)
+        claim = _newer(self.state.nodeclaims.get(name), claim)
         await self._remove_finalizer(claim_path(name), claim)
 
     async def _set_conditions(self, claim: Obj, conditions: list[tuple[str, str, str, str]]) -> Obj:
