@@ -61,7 +61,8 @@ def events(served: Serve, match: Callable[[dict[str, Any]], bool], stages: int =
     written as the handler returns, a moment after the client has its answer)."""
     deadline = time.monotonic() + timeout
     while True:
-        found = [e for e in map(json.loads, log_of(served).read_text().splitlines()) if match(e)]
+        complete = log_of(served).read_text().split("\n")[:-1]  # (not a line the server is still writing)
+        found = [e for e in map(json.loads, complete) if match(e)]
         if len(found) >= stages or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
