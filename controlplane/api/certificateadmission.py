@@ -7,7 +7,12 @@
   on the resource ``signers`` (group ``certificates.k8s.io``) named after the stored
   request's ``spec.signerName``, or after its domain (``kubernetes.io/*``);
 - ``CertificateSigning``: an update through ``/status`` that changes the certificate or
-  the conditions needs the verb ``sign`` on ``signers`` likewise.
+  the conditions needs the verb ``sign`` on ``signers`` likewise;
+- ``ClusterTrustBundleAttest`` (``plugin/pkg/admission/certificates/ctbattest``): a create
+  or update of a ClusterTrustBundle with a ``spec.signerName`` needs the verb ``attest``
+  on ``signers`` likewise (the new object's signer: validation keeps it unchanged), but
+  for an update that changes only what the garbage collector writes (owner references,
+  finalizers).
 
 Each refusal is a 403 Forbidden worded as upstream's admission errors
 (``certificatesigningrequests.certificates.k8s.io "x" is forbidden: ...``). The two
@@ -25,7 +30,7 @@ from ..registry.types import ResourceType
 from .errors import ApiError
 from .rbac import Authorizes, Request, User
 
-__all__ = ["check_signer_permission", "check_subject"]
+__all__ = ["check_attest", "check_signer_permission", "check_subject"]
 
 Obj = dict[str, Any]
 GROUP = "certificates.k8s.io"
@@ -92,3 +97,27 @@ async def check_signer_permission(authorizer: Authorizes | None, user: User | No
     signer = str(spec.get("signerName") or "")
     if not await _may(authorizer, user, verb, signer):
         raise _forbidden(rtype, _name(old), f'user not permitted to {verb} requests with signerName "{signer}"')
+
+
+def _only_gc_fields_changed(ctb: Obj, old: Obj) -> bool:
+    """upstream's ``rbac.IsOnlyMutatingGCFields``: the objects equal but for the metadata
+    the garbage collector writes (and what the server itself moves at every write)."""
+    moved = ("ownerReferences", "finalizers", "managedFields", "resourceVersion", "generation")
+
+    def kept(obj: Obj) -> Obj:
+        meta = {k: v for k, v in _dict(obj.get("metadata")).items() if k not in moved}
+        return {**{k: v for k, v in obj.items() if k != "metadata"}, "metadata": meta}
+    return kept(ctb) == kept(old)
+
+
+async def check_attest(authorizer: Authorizes | None, user: User | None, rtype: ResourceType,
+                       ctb: Obj, old: Obj | None) -> None:
+    """ClusterTrustBundleAttest, on a create (``old`` None) or update of a ClusterTrustBundle:
+    raise its 403 unless ``user`` may attest for the bundle's signer."""
+    signer = str(_dict(ctb.get("spec")).get("signerName") or "")
+    if not signer or authorizer is None or user is None:
+        return
+    if old is not None and _only_gc_fields_changed(ctb, old):
+        return
+    if not await _may(authorizer, user, "attest", signer):
+        raise _forbidden(rtype, _name(ctb), f'user not permitted to attest for signerName "{signer}"')

@@ -219,6 +219,7 @@ _NODE = bootstrap_role("system:node", [
     rule("get", RESOURCE, "resourceclaims"),
     rule("deletecollection", RESOURCE, "resourceslices"),
     rule("get", CORE, "serviceaccounts"),
+    rule(READ, CERTIFICATES, "clustertrustbundles"),  # the clusterTrustBundle projected volume
 ])
 
 _SCHEDULER = bootstrap_role("system:kube-scheduler", [
@@ -263,6 +264,8 @@ CLUSTER_ROLES: tuple[Obj, ...] = (
                    [rule("create", CERTIFICATES, f"certificatesigningrequests/{kind}")])
       for kind in ("nodeclient", "selfnodeclient")),
     *(_approver(signer) for signer in SIGNER_NAMES),
+    # every service account may read the trust anchors a pod can mount (ClusterTrustBundle, GA in 1.37)
+    bootstrap_role("system:cluster-trust-bundle-discovery", [rule(READ, CERTIFICATES, "clustertrustbundles")]),
     bootstrap_role("system:discovery", [urls("get", "/api /api/* /apis /apis/* /healthz /livez /openapi /openapi/* "
                                                   "/readyz /version /version/")]),
     bootstrap_role("system:heapster", [rule(READ, CORE, "events namespaces nodes pods"),
@@ -329,6 +332,7 @@ CLUSTER_ROLES: tuple[Obj, ...] = (
 CLUSTER_ROLE_BINDINGS: tuple[Obj, ...] = (
     bootstrap_binding("cluster-admin", [group("system:masters")]),
     bootstrap_binding("system:basic-user", [group("system:authenticated")]),
+    bootstrap_binding("system:cluster-trust-bundle-discovery", [group("system:serviceaccounts")]),
     bootstrap_binding("system:discovery", [group("system:authenticated")]),
     bootstrap_binding("system:kube-controller-manager", [user("system:kube-controller-manager")]),
     bootstrap_binding("system:kube-dns", [service_account("kube-dns")]),

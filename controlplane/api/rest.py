@@ -96,7 +96,7 @@ from .apply import (
     yaml_as_json,
 )
 from .autoregister import ensure_flowcontrol_bootstrap, ensure_local_apiservices
-from .certificateadmission import check_signer_permission, check_subject
+from .certificateadmission import check_attest, check_signer_permission, check_subject
 from .claimresize import ClaimResizeAdmission
 from .componentstatus import DEPRECATION as CS_DEPRECATION
 from .componentstatus import PLURAL as CS_PLURAL
@@ -263,6 +263,7 @@ class KubeApi:
         self._services = registry.get("", "v1", "services")
         self._endpoints = registry.get("", "v1", "endpoints")
         self._csrs = registry.get("certificates.k8s.io", "v1", "certificatesigningrequests")
+        self._trust_bundles = registry.get("certificates.k8s.io", "v1", "clustertrustbundles")
         self._nodes = registry.get("", "v1", "nodes")
         self._node_topology = NodeTopology()  # PodTopologyLabels admission of bindings (api/topologylabels.py)
         assert self._services is not None
@@ -1192,6 +1193,8 @@ class KubeApi:
         await self._pod_security(rtype, namespace, name or generated, obj, None, None, ns)  # validating admission
         if rtype is self._priority_classes:
             await admit_priority_class(obj, None, self._default_priority_class)
+        if rtype is self._trust_bundles:  # ClusterTrustBundleAttest
+            await check_attest(self.authorizer, REQUEST_USER.get(), rtype, obj, None)
         if write is not None:
             await self._reserve(write, rtype, namespace, name or generated, obj, None)
         requested = meta.get("name") or ""  # the request's name (empty for generateName), as admission's attributes
@@ -1895,6 +1898,8 @@ class KubeApi:
             await admit_priority_class(obj, old, self._default_priority_class)  # Priority
         if rtype is self._csrs:
             await check_signer_permission(self.authorizer, REQUEST_USER.get(), rtype, obj, old, subresource)
+        if rtype is self._trust_bundles:  # ClusterTrustBundleAttest
+            await check_attest(self.authorizer, REQUEST_USER.get(), rtype, obj, old)
         if self._policies is not None:
             await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource, REQUEST_USER.get())
         if self.webhooks is not None and self.webhooks.active(mutating=False):

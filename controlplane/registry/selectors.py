@@ -242,6 +242,7 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
     "services": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
     # certificates.k8s.io: what a signer lists and watches its requests by (upstream's conversion.go)
     "certificatesigningrequests": {"spec.signerName": _path("spec", "signerName")},
+    "clustertrustbundles": {"spec.signerName": _path("spec", "signerName")},
     # resource.k8s.io: what DRA drivers and the kubelet list (and delete) their slices by
     "resourceslices": {"spec.nodeName": _path("spec", "nodeName"), "spec.driver": _path("spec", "driver")},
 }

@@ -75,6 +75,7 @@ from .rbacvalidation import (
 from .resourceslices import prepare_resource_slice
 from .runtimeclasses import prepare_runtime_class
 from .servicecidrs import ip_address_name_problems, prepare_ip_address, prepare_service_cidr
+from .trustbundles import prepare_cluster_trust_bundle
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
 from .webhooks import prepare_webhook_configuration
 from .workloads import WORKLOADS, prepare_workload
@@ -95,6 +96,8 @@ _LABEL_NAMED = {"namespaces", "statefulsets", "services"}
 _OWN_NAMES: dict[str, Callable[[str], list[str]]] = {
     "ipaddresses": ip_address_name_problems, "roles": path_segment_problems, "clusterroles": path_segment_problems,
     "rolebindings": path_segment_problems, "clusterrolebindings": path_segment_problems,
+    # a ClusterTrustBundle's name rule depends on its signer: registry/trustbundles.py checks it
+    "clustertrustbundles": lambda name: [],
 }
 
 
@@ -593,6 +596,7 @@ _PREPARERS.update({  # resource.k8s.io/v1 (registry/dra.py, registry/resourcesli
     "resourceclaimtemplates": prepare_resource_claim_template, "resourceslices": prepare_resource_slice,
     "devicetaintrules": prepare_device_taint_rule,
 })
+_PREPARERS["clustertrustbundles"] = prepare_cluster_trust_bundle  # registry/trustbundles.py
 
 
 def _cron_job_causes(cj: dict[str, Any], old: dict[str, Any] | None) -> Causes:

@@ -158,6 +158,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     # issued by the signer, controllers/certificates.py (registry/certificates.py)
     ResourceType("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False,
                  short_names=("csr",), subresources=("status", "approval")),
+    # trust anchors, validated (registry/trustbundles.py), attested by signer (api/certificateadmission.py)
+    ResourceType("certificates.k8s.io", "v1", "ClusterTrustBundle", "clustertrustbundles", False),
     ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
     # webhook configurations: stored and served, never called (registry/webhooks.py)
     ResourceType("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",

@@ -25,13 +25,14 @@ from controlplane.api.rbacreconcile import (
 from controlplane.registry.types import Registry
 
 # upstream 1.34's ClusterRoles (testdata/cluster-roles.yaml and controller-roles.yaml), with
-# 1.37's system:controller:device-taint-eviction-controller (DRADeviceTaints, GA), but the roles
+# 1.37's system:controller:device-taint-eviction-controller (DRADeviceTaints, GA) and
+# system:cluster-trust-bundle-discovery (ClusterTrustBundle, GA in 1.37), but the roles
 # only in the feature-gated golden files (podcertificaterequestcleaner, the
 # ClusterTrustBundle publisher, ...). system:aggregated-metrics-reader is metrics-server's, not
 # the bootstrap policy's (it carries no rbac-defaults label).
 UPSTREAM_CLUSTER_ROLES = {
     "admin", "cluster-admin", "edit", "view", "system:aggregate-to-admin", "system:aggregate-to-edit",
-    "system:aggregate-to-view", "system:auth-delegator", "system:basic-user",
+    "system:aggregate-to-view", "system:auth-delegator", "system:basic-user", "system:cluster-trust-bundle-discovery",
     "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
     "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
     "system:certificates.k8s.io:kube-apiserver-client-approver",
@@ -87,6 +88,7 @@ system:node:
 - {apiGroups: [resource.k8s.io], resources: [resourceclaims], verbs: [get]}
 - {apiGroups: [resource.k8s.io], resources: [resourceslices], verbs: [deletecollection]}
 - {apiGroups: [""], resources: [serviceaccounts], verbs: [get]}
+- {apiGroups: [certificates.k8s.io], resources: [clustertrustbundles], verbs: [get, list, watch]}
 system:kube-scheduler:
 - {apiGroups: ["", events.k8s.io], resources: [events], verbs: [create, patch, update]}
 - {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [create]}
