@@ -166,6 +166,10 @@ COMPONENTS: list[Component] = [
     Component("csrcleaner-controller", "controlplane.controllers.csrcleaner:start", lambda config: config.scheduler,
               controllers=("certificatesigningrequest-cleaner-controller",),
               user=service_account_user("certificate-controller")),
+    # StorageVersionMigrations run: Running, the resource listed, Succeeded (controllers/storagemigration.py)
+    Component("storage-version-migrator-controller", "controlplane.controllers.storagemigration:start",
+              lambda config: config.scheduler, controllers=("storage-version-migrator-controller",),
+              user=service_account_user("storage-version-migrator-controller")),
     # a namespace's `default` ServiceAccount put back when deleted (controllers/serviceaccounts.py)
     Component("serviceaccount-controller", "controlplane.controllers.serviceaccounts:start",
               lambda config: config.scheduler,

@@ -80,7 +80,7 @@ KUBE_SYSTEM_SERVICE_ACCOUNTS = (
     "pv-protection-controller", "pvc-protection-controller", "replicaset-controller", "replication-controller",
     "resource-claim-controller",
     "resourcequota-controller", "root-ca-cert-publisher", "service-account-controller", "service-cidrs-controller",
-    "statefulset-controller", "ttl-after-finished-controller",
+    "statefulset-controller", "storage-version-migrator-controller", "ttl-after-finished-controller",
     "karpenter", "kwok-controller",
 )
 

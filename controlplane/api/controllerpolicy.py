@@ -9,8 +9,9 @@ them), with ``device-taint-eviction-controller`` of 1.37 (DRADeviceTaints and
 DRADeviceTaintRules, GA: its rules as upstream's ``controller_policy.go`` writes them); left
 out, as alpha (off) in 1.34: the resource claim controller's ``resourceclaims/binding``
 (DRADeviceBindingConditions). The roles of controllers whose feature is off by default in
-1.34 (``podcertificaterequestcleaner``, the ClusterTrustBundle publisher, the storage version
-migrator) are in upstream's feature-gated golden files only, and not here.
+1.34 (``podcertificaterequestcleaner``, the ClusterTrustBundle publisher) are in upstream's
+feature-gated golden files only, and not here; the storage version migrator's is here, as its
+``controller_policy.go`` writes it, its API GA (on) in 1.37.
 
 The emulated controllers (``controlplane/controllers``) act as these accounts
 (``controlplane/identities.py``) and are authorized by these roles under RBAC.
@@ -294,6 +295,12 @@ _RULES: dict[str, list[Obj]] = {
         rule(READ, ["admissionregistration.k8s.io"], "validatingadmissionpolicies"),
         rule("get patch update", ["admissionregistration.k8s.io"], "validatingadmissionpolicies/status"),
         EVENTS,
+    ],
+    # StorageVersionMigrator, GA in 1.37 (controllers/storagemigration.py): list for the current
+    # resourceVersion, patch (and create: an apply to an object deleted meanwhile) for the rewrite
+    "storage-version-migrator-controller": [
+        rule("create list patch", ["*"], "*"),
+        rule("update", ["storagemigration.k8s.io"], "storageversionmigrations/status"),
     ],
     "volumeattributesclass-protection-controller": [
         rule(READ, CORE, "persistentvolumeclaims"),

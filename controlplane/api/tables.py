@@ -701,6 +701,13 @@ def _component_health(obj: Obj) -> tuple[str, str, str]:
 
 
 _NAME = _col("Name", _name, fmt="name")
+
+
+def _migrated_resource(svm: Obj) -> str:
+    """A StorageVersionMigration's ``spec.resource`` as a GroupResource prints (``deployments.apps``)."""
+    resource = _get(svm, "spec", "resource", default={}) or {}
+    group, plural = str(resource.get("group") or ""), str(resource.get("resource") or "")
+    return f"{plural}.{group}" if group else plural
 _AGE = _col("Age", _age)
 _WIDE_CONTAINERS = [_col("Containers", lambda o: _containers(o, "name"), priority=1),
                     _col("Images", lambda o: _containers(o, "image"), priority=1)]
@@ -859,6 +866,8 @@ COLUMNS: dict[str, list[Column]] = {
         _col("Requestor", lambda o: _get(o, "spec", "username")),
         _col("RequestedDuration", _requested_duration), _col("Condition", extract_condition)],
     "clustertrustbundles": [_NAME, _col("SignerName", lambda o: _get(o, "spec", "signerName") or "<none>")],
+    # (upstream's Name column here has no "name" format)
+    "storageversionmigrations": [_col("Name", _name), _col("Resource", _migrated_resource)],
     "mutatingwebhookconfigurations": [_NAME, _col("Webhooks", lambda o: len(o.get("webhooks") or ()), "integer"),
                                       _AGE],
     "validatingwebhookconfigurations": [_NAME, _col("Webhooks", lambda o: len(o.get("webhooks") or ()), "integer"),
@@ -1049,6 +1058,7 @@ _DOCS: dict[str, dict[str, Doc]] = {
                   Requestor="request", RequestedDuration="expirationSeconds"),
         "Condition": ("io.k8s.api.certificates.v1.CertificateSigningRequestStatus", "conditions")},
     "clustertrustbundles": _fields("io.k8s.api.certificates.v1.ClusterTrustBundleSpec", SignerName="signerName"),
+    "storageversionmigrations": {"Resource": "Fully qualified resource to migrate"},
     "leases": {"Holder": ("io.k8s.api.coordination.v1.LeaseSpec", "holderIdentity")},
     "storageclasses": _fields("io.k8s.api.storage.v1.StorageClass", Provisioner="provisioner",
                               ReclaimPolicy="reclaimPolicy", VolumeBindingMode="volumeBindingMode",

@@ -34,9 +34,10 @@ AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 # kube-apiserver's table (cmd/kube-apiserver/app/aggregator.go) merged over the generic one
 # (pkg/controlplane/apiserver/aggregator.go, DefaultGenericAPIServicePriorities), whole,
 # served here or not. The local APIServices carry them; discovery orders groups and versions
-# by them (api/discovery.py). Unlike the rest, two are not in the 1.33 tables stored to read:
-# resource.k8s.io/v1 (GA in 1.34, above its betas as flowcontrol's v1 is) and this server's
-# scheduling.k8s.io/v1beta1 (a later release's Workload API), under v1 as other groups' betas
+# by them (api/discovery.py). Unlike the rest, three are not in the 1.33 tables stored to read:
+# resource.k8s.io/v1 (GA in 1.34, above its betas as flowcontrol's v1 is), this server's
+# scheduling.k8s.io/v1beta1 (a later release's Workload API), under v1 as other groups' betas;
+# and storagemigration.k8s.io/v1 (GA in 1.37), in its group's place, as other groups' v1
 UPSTREAM_PRIORITIES: dict[tuple[str, str], tuple[int, int]] = {
     ("", "v1"): (18000, 1),
     # the generic table
@@ -89,6 +90,7 @@ UPSTREAM_PRIORITIES: dict[tuple[str, str], tuple[int, int]] = {
     # (not in the tables read: see above)
     ("resource.k8s.io", "v1"): (16200, 21),
     ("scheduling.k8s.io", "v1beta1"): (16600, 12),
+    ("storagemigration.k8s.io", "v1"): (15800, 15),
 }
 # beyond the tables: the aggregator's own group, whose APIService clusters show so (its
 # discovery puts it first whatever: APIREGISTRATION_GROUP_PRIORITY); metrics.k8s.io, served

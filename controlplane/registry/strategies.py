@@ -75,6 +75,7 @@ from .rbacvalidation import (
 from .resourceslices import prepare_resource_slice
 from .runtimeclasses import prepare_runtime_class
 from .servicecidrs import ip_address_name_problems, prepare_ip_address, prepare_service_cidr
+from .storagemigration import prepare_storage_version_migration
 from .trustbundles import prepare_cluster_trust_bundle
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
 from .webhooks import prepare_webhook_configuration
@@ -597,6 +598,7 @@ _PREPARERS.update({  # resource.k8s.io/v1 (registry/dra.py, registry/resourcesli
     "devicetaintrules": prepare_device_taint_rule,
 })
 _PREPARERS["clustertrustbundles"] = prepare_cluster_trust_bundle  # registry/trustbundles.py
+_PREPARERS["storageversionmigrations"] = prepare_storage_version_migration  # registry/storagemigration.py
 
 
 def _cron_job_causes(cj: dict[str, Any], old: dict[str, Any] | None) -> Causes:

@@ -161,6 +161,9 @@ BUILTIN: tuple[ResourceType, ...] = (
     # trust anchors, validated (registry/trustbundles.py), attested by signer (api/certificateadmission.py)
     ResourceType("certificates.k8s.io", "v1", "ClusterTrustBundle", "clustertrustbundles", False),
     ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
+    # run by controllers/storagemigration.py (registry/storagemigration.py)
+    ResourceType("storagemigration.k8s.io", "v1", "StorageVersionMigration", "storageversionmigrations", False,
+                 subresources=("status",)),
     # webhook configurations: stored and served, never called (registry/webhooks.py)
     ResourceType("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
                  "mutatingwebhookconfigurations", False, categories=("api-extensions",)),

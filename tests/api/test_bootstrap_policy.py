@@ -26,7 +26,8 @@ from controlplane.registry.types import Registry
 
 # upstream 1.34's ClusterRoles (testdata/cluster-roles.yaml and controller-roles.yaml), with
 # 1.37's system:controller:device-taint-eviction-controller (DRADeviceTaints, GA) and
-# system:cluster-trust-bundle-discovery (ClusterTrustBundle, GA in 1.37), but the roles
+# system:cluster-trust-bundle-discovery (ClusterTrustBundle, GA in 1.37) and the storage version
+# migrator's (StorageVersionMigrator, GA in 1.37), but the roles
 # only in the feature-gated golden files (podcertificaterequestcleaner, the
 # ClusterTrustBundle publisher, ...). system:aggregated-metrics-reader is metrics-server's, not
 # the bootstrap policy's (it carries no rbac-defaults label).
@@ -53,7 +54,8 @@ UPSTREAM_CLUSTER_ROLES = {
         "persistent-volume-binder", "pod-garbage-collector", "pv-protection-controller", "pvc-protection-controller",
         "replicaset-controller", "replication-controller", "resource-claim-controller", "resourcequota-controller",
         "root-ca-cert-publisher", "route-controller", "selinux-warning-controller", "service-account-controller",
-        "service-cidrs-controller", "service-controller", "statefulset-controller", "ttl-after-finished-controller",
+        "service-cidrs-controller", "service-controller", "statefulset-controller",
+        "storage-version-migrator-controller", "ttl-after-finished-controller",
         "ttl-controller", "validatingadmissionpolicy-status-controller",
         "volumeattributesclass-protection-controller")),
 }
