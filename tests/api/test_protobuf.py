@@ -65,6 +65,19 @@ def test_a_configmap_with_labels_and_binary_data() -> None:
         "data": {"a": "b"}, "binaryData": {"bin": "AP8="}}
 
 
+def test_a_storage_version_migration_and_a_cluster_trust_bundle() -> None:
+    # storagemigration.k8s.io/v1 and certificates.k8s.io/v1 (GA in 1.37): the GroupResource of
+    # the spec, the trust bundle; a plain string's zero ("" group: the core group) is left out
+    svm = envelope("storagemigration.k8s.io/v1", "StorageVersionMigration", meta("m"),
+                   msg(2, msg(1, text(1, ""), text(2, "secrets"))), msg(3, text(2, "")))
+    assert protobuf.decode(svm) == {
+        "apiVersion": "storagemigration.k8s.io/v1", "kind": "StorageVersionMigration", "metadata": {"name": "m"},
+        "spec": {"resource": {"resource": "secrets"}}, "status": {}}
+    ctb = envelope("certificates.k8s.io/v1", "ClusterTrustBundle", meta("example.com:foo:a"),
+                   msg(2, text(1, "example.com/foo"), text(2, "PEM")))
+    assert protobuf.decode(ctb)["spec"] == {"signerName": "example.com/foo", "trustBundle": "PEM"}
+
+
 def test_a_plain_zero_is_unset_and_a_pointer_zero_is_kept() -> None:
     # DeploymentSpec: replicas (1) is *int32, minReadySeconds (5) and paused (7) are plain
     body = envelope("apps/v1", "Deployment", meta("d"), msg(2, num(1, 0), num(5, 0), num(7, 0), msg(4)))

@@ -46,6 +46,7 @@ PACKAGES = {
     "scheduling/v1": "scheduling.k8s.io/v1",
     "scheduling/v1beta1": "scheduling.k8s.io/v1beta1",
     "storage/v1": "storage.k8s.io/v1",
+    "storagemigration/v1": "storagemigration.k8s.io/v1",
 }
 # directory under k8s.io/apimachinery
 MACHINERY = ["pkg/apis/meta/v1", "pkg/runtime", "pkg/util/intstr", "pkg/api/resource"]

@@ -27,6 +27,7 @@ PACKAGES: dict[str, str] = {'admissionregistration.k8s.io/v1': 'k8s.io.api.admis
  'scheduling.k8s.io/v1': 'k8s.io.api.scheduling.v1',
  'scheduling.k8s.io/v1beta1': 'k8s.io.api.scheduling.v1beta1',
  'storage.k8s.io/v1': 'k8s.io.api.storage.v1',
+ 'storagemigration.k8s.io/v1': 'k8s.io.api.storagemigration.v1',
  'v1': 'k8s.io.api.core.v1'}
 
 LIST_ALIASES: frozenset[str] = frozenset(['k8s.io.api.authentication.v1.AttestationValue',
@@ -653,6 +654,10 @@ MESSAGES: dict[str, tuple[tuple[Any, ...], ...]] = {
     'k8s.io.api.storage.v1.VolumeAttributesClassList': ((1, 'metadata', 'k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta', False, False), (2, 'items', 'k8s.io.api.storage.v1.VolumeAttributesClass', True, False)),
     'k8s.io.api.storage.v1.VolumeError': ((1, 'time', 'k8s.io.apimachinery.pkg.apis.meta.v1.Time', False, False), (2, 'message', 's', False, False), (3, 'errorCode', 'i', False, True)),
     'k8s.io.api.storage.v1.VolumeNodeResources': ((1, 'count', 'i', False, True),),
+    'k8s.io.api.storagemigration.v1.StorageVersionMigration': ((1, 'metadata', 'k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta', False, False), (2, 'spec', 'k8s.io.api.storagemigration.v1.StorageVersionMigrationSpec', False, False), (3, 'status', 'k8s.io.api.storagemigration.v1.StorageVersionMigrationStatus', False, False)),
+    'k8s.io.api.storagemigration.v1.StorageVersionMigrationList': ((1, 'metadata', 'k8s.io.apimachinery.pkg.apis.meta.v1.ListMeta', False, False), (2, 'items', 'k8s.io.api.storagemigration.v1.StorageVersionMigration', True, False)),
+    'k8s.io.api.storagemigration.v1.StorageVersionMigrationSpec': ((1, 'resource', 'k8s.io.apimachinery.pkg.apis.meta.v1.GroupResource', False, False),),
+    'k8s.io.api.storagemigration.v1.StorageVersionMigrationStatus': ((1, 'conditions', 'k8s.io.apimachinery.pkg.apis.meta.v1.Condition', True, False), (2, 'resourceVersion', 's', False, False)),
     'k8s.io.apimachinery.pkg.api.resource.Quantity': ((1, 'string', 's', False, False),),
     'k8s.io.apimachinery.pkg.api.resource.QuantityValue': ((1, 'string', 's', False, False),),
     'k8s.io.apimachinery.pkg.apis.meta.v1.APIGroup': ((1, 'name', 's', False, False), (2, 'versions', 'k8s.io.apimachinery.pkg.apis.meta.v1.GroupVersionForDiscovery', True, False), (3, 'preferredVersion', 'k8s.io.apimachinery.pkg.apis.meta.v1.GroupVersionForDiscovery', False, False), (4, 'serverAddressByClientCIDRs', 'k8s.io.apimachinery.pkg.apis.meta.v1.ServerAddressByClientCIDR', True, False)),
