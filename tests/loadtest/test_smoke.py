@@ -27,6 +27,15 @@ def _env() -> dict[str, str]:
 
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
+def _as_a_terminal_starts_it() -> None:
+    """A command typed at a terminal has Ctrl-C's default action, whatever this test process was
+    given: a test runner's worker that ignores SIGINT (as an earlier test can leave it) passed that
+    on, and the Locust worker's Ctrl-C then did nothing."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _smoke_in_a_session(tmp_path: Path, duration: str) -> tuple[subprocess.Popen[str], Path]:
     """``loadtest run smoke --quick`` in a session of its own (its process group: a terminal's
     Ctrl-C goes to all of it), and the run's output directory."""
@@ -280,7 +289,8 @@ def test_a_remote_worker_that_quits_cleanly_leaves_the_run_complete_unless_it_wa
             pasted = line.replace("LOADTEST_WORKER=$(hostname)", f"LOADTEST_WORKER={name}")
             workers[name] = subprocess.Popen(
                 ["bash", "-c", pasted.replace(" python -m locust ", f" {sys.executable} -m locust ")], cwd=ROOT,
-                env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_as_a_terminal_starts_it)
         deadline = time.monotonic() + 60
         while not _pods_created(out):  # the load is under way
             assert time.monotonic() < deadline and proc.poll() is None, "".join(said)
