@@ -26,6 +26,10 @@ of starting a task each. ``max_pending`` bounds its unwritten events otherwise
 than ``MAX_PENDING`` (one recorder standing for many kubelets, each of which
 has a broadcaster of its own upstream).
 
+An Event is named as client-go's ``makeEvent`` names it, ``<object>.<UnixNano in hex>``
+(16 digits until 2262): the nanoseconds are made strictly increasing in this process
+(``_event_nanos``), so two events about one object in one clock tick do not share a name.
+
 The involved object's ``apiVersion`` is the one ``API_VERSIONS`` gives its kind,
 else the object's own, else ``v1``; its ``resourceVersion`` is left out where
 the object has none (a reference such as the kubelet's to its node, as Go's
@@ -36,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
@@ -57,6 +60,17 @@ SPAM_BURST = 25  # defaultSpamBurst
 SPAM_QPS = 1.0 / 300.0  # defaultSpamQPS
 # the involved object's apiVersion by kind (``kubectl events --for daemonset/x`` selects on it);
 # a kind not here is core/v1's unless the object says otherwise
+_last_nanos = 0
+
+
+def _event_nanos() -> int:
+    """``time.time_ns()``, but above the last one this gave (an Event name's uniqueness)."""
+    global _last_nanos
+    now = time.time_ns()
+    _last_nanos = now = now if now > _last_nanos else _last_nanos + 1
+    return now
+
+
 API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "DaemonSet": "apps/v1", "StatefulSet": "apps/v1",
                 "Job": "batch/v1", "CronJob": "batch/v1", "Pod": "v1",
                 "HorizontalPodAutoscaler": "autoscaling/v2", "PodDisruptionBudget": "policy/v1",
@@ -179,7 +193,7 @@ class Recorder:
             key = (kind, ns, name, uid, "", type_, reason, COMBINED)
         seen = self._seen.get(key)
         if seen is None:
-            seen = self._seen[key] = _Seen(f"{name}.{time.time_ns():x}{os.urandom(2).hex()}", ns, now, message)
+            seen = self._seen[key] = _Seen(f"{name}.{_event_nanos():x}", ns, now, message)
             if len(self._seen) > SEEN_MAX:
                 self._seen.popitem(last=False)
         else:

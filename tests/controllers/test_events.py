@@ -118,3 +118,19 @@ async def test_a_source_writes_25_events_about_an_object_then_one_each_five_minu
     recorder.record("Pod", other, "BackOff", "Back-off restarting failed container", "Warning")  # its own bucket
     await written(recorder)
     assert len((await client.list(EVENTS))["items"]) == 2
+
+
+async def test_an_event_is_named_by_its_object_and_the_nanoseconds_in_hex(client: Client,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """As client-go's ``makeEvent``: ``<object>.<UnixNano in hex>``, nothing after; two events
+    about one object in one clock tick still get two names."""
+    import controlplane.controllers.events as events_module
+    monkeypatch.setattr(events_module.time, "time_ns", lambda: 1_796_550_000_123_456_789)
+    monkeypatch.setattr(events_module, "_last_nanos", 0)  # (an earlier test's events: later than this clock)
+    recorder = Recorder(client, "horizontal-pod-autoscaler")
+    recorder.record("HorizontalPodAutoscaler", HPA, "FailedGetScale", "no scale", "Warning")
+    recorder.record("HorizontalPodAutoscaler", HPA, "SuccessfulRescale", "New size: 2")
+    await written(recorder)
+    names = sorted(e["metadata"]["name"] for e in (await client.list(EVENTS))["items"])
+    tick = 1_796_550_000_123_456_789
+    assert names == [f"web.{tick:x}", f"web.{tick + 1:x}"] and len(f"{tick:x}") == 16
