@@ -192,3 +192,22 @@ def test_an_extras_key_is_lowercased_and_unescaped_as_upstream() -> None:
     assert extra_key("a%2fb") == "a/b"
     assert extra_key("bad%zzescape%2F") == "bad%zzescape%2f"  # PathUnescape fails: kept (lower-cased)
     assert extra_key("caf%C3%A9") == "café"
+
+
+async def test_without_an_authorizer_a_requesters_headers_are_decided_once() -> None:
+    """AlwaysAllow: whom a requester's headers make it depends on them alone, so the decision is
+    kept (the load tests' kubelets send the same two headers with every request); a refusal is not."""
+    import controlplane.api.impersonation as module
+    module._ALWAYS_ALLOWED.clear()
+    node = (("Impersonate-User", "system:node:n1"), ("Impersonate-Group", "system:nodes"))
+    first = await acting(*node)
+    assert first == User("system:node:n1", ("system:nodes", "system:authenticated"))
+    assert await acting(*node) is first and len(module._ALWAYS_ALLOWED) == 1
+    assert await acting(*node, requester=User("bob")) == first and len(module._ALWAYS_ALLOWED) == 2  # another's
+    for _ in range(2):
+        with pytest.raises(ApiError) as e:
+            await acting(("Impersonate-Group", "a"))
+        assert e.value.code == 400
+    assert len(module._ALWAYS_ALLOWED) == 2
+    with pytest.raises(ApiError):  # with an authorizer, asked each time
+        await acting(*node, authorizer=Recording("groups"))
