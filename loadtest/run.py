@@ -140,6 +140,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pod-rate", type=_positive, metavar="PODS_PER_S",
                    help="pace the million scenario's pod creates and deletes at this rate, all controllers "
                         "together, as clusterloader2's throughput (default: unpaced, as fast as the server answers)")
+    p.add_argument("--impersonate", choices=("auto", "on", "off"), default="auto",
+                   help="send each client's requests as the identity it stands for (Impersonate-User): kubelets "
+                        "as system:node:NAME in system:nodes, the ReplicaSet controllers as kube-system's "
+                        "replicaset-controller, the binder as system:kube-scheduler, informers and operators as "
+                        "service accounts, so that API Priority and Fairness, audit and authorization see a "
+                        "cluster's callers rather than one; the run's credentials must be allowed to impersonate "
+                        "(auto: on for the server the harness starts, off for --target)")
     p.add_argument("--processes", type=_at_least(0), default=1, metavar="N",
                    help="Locust worker processes on this machine; 0 with --expect-workers for remote ones only "
                         "(default: 1)")
@@ -712,6 +719,10 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise SystemExit(f"loadtest: --out {out} exists and is not a directory")
     target, auth, binder = _resolve_target(args)
+    # the clients as the identities they stand for: on the server the harness starts (which lets anyone
+    # impersonate unless its --server-arg say otherwise), on a --target when asked
+    impersonate = args.impersonate == "on" or (args.impersonate == "auto" and target is None)
+    plan = scenarios.Plan(**{**plan.__dict__, "params": {**plan.params, "impersonate": impersonate}})
     if target is not None:
         try:
             _check_target(target, auth)
@@ -728,6 +739,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             _check_resources(target, auth, plan)
             _check_access(target, auth, plan)
+            if args.impersonate == "on":
+                _check_impersonation(target, auth)
         except CredentialsError as e:  # an exec plugin that failed
             raise SystemExit(f"loadtest: {e}") from None
     _prepare_out(out)
@@ -1043,6 +1056,31 @@ def _check_resources(target: str, auth: Credentials, plan: scenarios.Plan) -> No
             + "; ".join(f"{what}, called by {', '.join(users)}" for what, users in missing)
             + (". Give --binder off: the cluster's scheduler places the pods" if binder_only else
                ". The clients make Kubernetes 1.37's requests: choose a scenario that does not need these"))
+
+
+def _check_impersonation(target: str, auth: Credentials) -> None:
+    """Fail before any load when ``--impersonate on`` would be refused: this user may not
+    impersonate users, groups or service accounts (asked as ``kubectl auth can-i impersonate``).
+    What each identity may then do is its own (a kubelet's is the Node authorizer's, a
+    controller's its bootstrap role's), not checked here."""
+    base = target.rstrip("/")
+    denied = []
+    with auth.httpx_client(timeout=10) as client:
+        for resource in ("users", "groups", "serviceaccounts"):
+            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                      "spec": {"resourceAttributes": {"resource": resource, "verb": "impersonate"}}}
+            try:
+                r = client.post(base + "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review)
+                allowed = (r.json().get("status") or {}).get("allowed") if r.status_code in (200, 201) else None
+            except httpx.HTTPError as e:
+                raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
+            except (ValueError, AttributeError):
+                allowed = None
+            if allowed is False:
+                denied.append(resource)
+    if denied:
+        raise SystemExit(f"loadtest: {target} does not let this user impersonate {', '.join(denied)} "
+                         "(--impersonate on); use an admin's credentials or --impersonate off")
 
 
 def _check_access(target: str, auth: Credentials, plan: scenarios.Plan) -> None:

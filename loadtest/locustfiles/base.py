@@ -64,6 +64,10 @@ def param(name: str, default: Any) -> Any:
     return PARAMS.get(name, default)
 
 
+# whether the users send their requests as the identities they stand for (KubeUser.act_as)
+IMPERSONATE = bool(param("impersonate", False))
+
+
 _counter = itertools.count()
 
 
@@ -293,7 +297,14 @@ class KubeUser(FastHttpUser):
     Its connections present the run's client certificate, if any, and verify the server as
     the kubeconfig says; each request carries the ``Authorization`` of the moment (an exec
     plugin's token is asked for again when it expires, or after a 401). When the client
-    certificate changes (an exec plugin's, rotated), the user's connections are made anew."""
+    certificate changes (an exec plugin's, rotated), the user's connections are made anew.
+
+    With the run's ``impersonate`` parameter (``--impersonate``), a user that has called
+    :meth:`act_as` sends its requests as the identity it stands for (``Impersonate-User``,
+    ``Impersonate-Group``): a kubelet as its node, a controller as its service account, so
+    the server's API Priority and Fairness, audit and authorization see a cluster's callers
+    rather than one. Its setup (the namespaces and objects its real counterpart finds made by
+    someone else) goes out as the run's own credentials, before it calls ``act_as``."""
 
     abstract = True
     network_timeout = 120.0
@@ -323,17 +334,26 @@ class KubeUser(FastHttpUser):
             **({"ssl_options": ssl_options} if ssl_options else {}))
         self._auth_generation = -1
         self._headers: dict[str, str] = dict(_ACCEPT)
+        self._identity: dict[str, str] = getattr(self, "_identity", {})
+
+    def act_as(self, user: str, group: str = "") -> None:
+        """From now on, send requests as ``user`` in ``group`` (the server adds a service
+        account's own groups when none is given), if the run impersonates; else nothing. (One
+        group: a header each, and the headers here are a dict.)"""
+        if IMPERSONATE:
+            self._identity = {"Impersonate-User": user, **({"Impersonate-Group": group} if group else {})}
+            self._auth_generation = -1
 
     @property
     def headers(self) -> dict[str, str]:
-        """Accept headers and the ``Authorization`` of the moment."""
+        """Accept headers, the ``Authorization`` of the moment and the identity acted as."""
         auth = self.auth
         if auth.cert_generation != self._cert_generation:
             self._session()
         value = auth.authorization()
         if auth.generation != self._auth_generation:
             self._auth_generation = auth.generation
-            self._headers = {**_ACCEPT, **({"Authorization": value} if value else {})}
+            self._headers = {**_ACCEPT, **({"Authorization": value} if value else {}), **self._identity}
         return self._headers
 
     def on_stop(self) -> None:

@@ -68,6 +68,7 @@ class BinderUser(KubeUser):
         self.gangs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.gpu_nodes = int(param("gpus_per_node", 0))
         self._rr = 0
+        self.act_as("system:kube-scheduler")
         Reflector(self, "nodes", label_selector=run_nodes(), on_event=self._node_event,
                   on_list=self._nodes_listed).start()
         Reflector(self, "podgroups", group="scheduling.k8s.io", version="v1beta1",

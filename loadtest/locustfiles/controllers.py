@@ -97,6 +97,8 @@ class ReplicaSetController(KubeUser):
         # them down to its 0 replicas
         self.ensure("replicasets", objects.replicaset(self.ns, self.rs, {"loadtest/replicaset": self.rs}, 0), self.ns,
                     group="apps")
+        # the namespace and the ReplicaSet are a user's; the pods and the status kube-controller-manager's
+        self.act_as("system:serviceaccount:kube-system:replicaset-controller")
         self.reflector = Reflector(self, "pods", self.ns, label_selector=f"loadtest/controller={self.rs}",
                                    on_event=self._pod_event, on_list=self._pods_listed)
         self.reflector.start()

@@ -36,6 +36,7 @@ class InformerUser(KubeUser):
         self.resource = random.choice(list(param("informer_resources", ["pods"])))
         self.relist_every = float(param("relist_every", 0))
         self.last_start = 0.0
+        self.act_as("system:serviceaccount:loadtest:informer")  # an operator's cache, in its own pod
         self._start()
 
     def _start(self) -> None:

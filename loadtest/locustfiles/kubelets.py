@@ -45,6 +45,7 @@ class KubeletUser(KubeUser):
         if not _lease_namespace_ready:
             self.ensure("namespaces", objects.namespace("kube-node-lease"))
             _lease_namespace_ready = True
+        self.act_as(f"system:node:{self.node_name}", "system:nodes")  # a kubelet's client certificate's
         created = self.ensure("nodes", objects.node(self.node_name, self.gpus, param("run_id", "")))
         node_uid = ((created.body or {}).get("metadata") or {}).get("uid") if created.status == 201 else None
         self.patch("nodes", None, self.node_name, objects.node_status(self.gpus, now=microtime()[:19] + "Z"),

@@ -37,6 +37,7 @@ class OperatorUser(KubeUser):
         self.ensure("namespaces", objects.namespace(self.ns))
         self.ensure("configmaps", objects.configmap(self.ns, self.name, {"generation": "0"}), self.ns)
         self.ensure("deployments", objects.deployment(self.ns, self.name), self.ns, group="apps")
+        self.act_as(f"system:serviceaccount:{self.ns}:operator")  # from here on, as an operator in its namespace
         self.generation = 0
         if param("sweep", False):  # the smoke scenario: every operation once, whatever the dice say later
             for op in (self.paginated_list, self.namespace_list, self.label_selected_list, self.get_own,

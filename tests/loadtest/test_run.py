@@ -852,6 +852,29 @@ def test_calls_the_authorizer_denies_stop_the_run_before_any_load() -> None:
         run._check_access(target, bearer("old"), scenarios.build("kubelets", quick=True))  # no reviews: not checked
 
 
+class _NoImpersonation(_JsonHandler):
+    """SelfSubjectAccessReviews of a user who may impersonate users but not groups or service accounts."""
+
+    def do_POST(self) -> None:
+        review = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        attrs = review["spec"]["resourceAttributes"]
+        allowed = attrs["verb"] != "impersonate" or attrs["resource"] == "users"
+        self._json(201, {**review, "status": {"allowed": allowed}})
+
+
+def test_impersonation_a_target_refuses_stops_the_run_before_any_load() -> None:
+    # --impersonate on against a cluster that does not let this user impersonate would fail every
+    # request the clients make as their identities
+    with _serving(_NoImpersonation) as target:
+        with pytest.raises(SystemExit) as e:
+            run._check_impersonation(target, bearer("t"))
+        assert str(e.value) == (f"loadtest: {target} does not let this user impersonate groups, serviceaccounts "
+                                "(--impersonate on); use an admin's credentials or --impersonate off")
+    with _serving(_Rbac) as target:  # allowed (it denies Nodes and Leases only)
+        run._check_impersonation(target, bearer("t"))
+        run._check_impersonation(target, bearer("old"))  # no reviews: not checked
+
+
 _BINDER = r'''
 import json
 import gevent

@@ -105,6 +105,16 @@ def test_smoke_quick_end_to_end(tmp_path: Path) -> None:
     assert "SLOs:" in (out / "report.html").read_text()
     for name in ("locust_stats.csv", "locust_stats_history.csv", "locust.json", "server.jsonl", "plan.json"):
         assert (out / name).stat().st_size > 0, name
+    # the clients came as the identities they stand for (--impersonate auto: on for the harness's own
+    # server), so API Priority and Fairness put them where a cluster's would go
+    assert json.loads((out / "plan.json").read_text())["impersonate"] is True
+    dispatched = {line.partition("{")[2].partition("}")[0] for line in
+                  (out / "metrics-last.prom").read_text(errors="replace").splitlines()
+                  if line.startswith("apiserver_flowcontrol_dispatched_requests_total{")}
+    for schema, level in (("system-nodes", "system"), ("system-node-high", "node-high"),
+                          ("kube-system-service-accounts", "workload-high"), ("kube-scheduler", "workload-high"),
+                          ("service-accounts", "workload-low")):
+        assert f'flow_schema="{schema}",priority_level="{level}"' in dispatched, (schema, dispatched)
 
 
 @pytest.mark.timeout(90)
