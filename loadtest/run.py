@@ -1058,25 +1058,29 @@ def _check_resources(target: str, auth: Credentials, plan: scenarios.Plan) -> No
                ". The clients make Kubernetes 1.37's requests: choose a scenario that does not need these"))
 
 
+def _can_i(client: httpx.Client, target: str, attributes: dict[str, str]) -> bool | None:
+    """Whether the server lets this user do what ``attributes`` (a SelfSubjectAccessReview's
+    ``resourceAttributes``) say; None when it answers no review (no authorization API)."""
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+              "spec": {"resourceAttributes": attributes}}
+    try:
+        r = client.post(target.rstrip("/") + "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review)
+        return (r.json().get("status") or {}).get("allowed") if r.status_code in (200, 201) else None
+    except httpx.HTTPError as e:
+        raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
+    except (ValueError, AttributeError):
+        return None
+
+
 def _check_impersonation(target: str, auth: Credentials) -> None:
     """Fail before any load when ``--impersonate on`` would be refused: this user may not
     impersonate users, groups or service accounts (asked as ``kubectl auth can-i impersonate``).
     What each identity may then do is its own (a kubelet's is the Node authorizer's, a
     controller's its bootstrap role's), not checked here."""
-    base = target.rstrip("/")
     denied = []
     with auth.httpx_client(timeout=10) as client:
         for resource in ("users", "groups", "serviceaccounts"):
-            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                      "spec": {"resourceAttributes": {"resource": resource, "verb": "impersonate"}}}
-            try:
-                r = client.post(base + "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review)
-                allowed = (r.json().get("status") or {}).get("allowed") if r.status_code in (200, 201) else None
-            except httpx.HTTPError as e:
-                raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
-            except (ValueError, AttributeError):
-                allowed = None
-            if allowed is False:
+            if _can_i(client, target, {"resource": resource, "verb": "impersonate"}) is False:
                 denied.append(resource)
     if denied:
         raise SystemExit(f"loadtest: {target} does not let this user impersonate {', '.join(denied)} "
@@ -1088,23 +1092,14 @@ def _check_access(target: str, auth: Credentials, plan: scenarios.Plan) -> None:
     scenario's clients make, asked as ``kubectl auth can-i`` asks (SelfSubjectAccessReviews):
     the run would make the load it is allowed and fail the rest for its whole length. A server
     that answers no review (no authorization API) is not checked."""
-    base = target.rstrip("/")
     # the user classes -> resource -> the verbs they are denied
     denied: dict[tuple[str, ...], dict[str, list[str]]] = {}
     with auth.httpx_client(timeout=10) as client:
         for (gv, plural, verb), users in scenarios.api_access(plan).items():
             group, _, version = gv.rpartition("/")
             resource, _, subresource = plural.partition("/")
-            review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                      "spec": {"resourceAttributes": {"group": group, "version": version, "resource": resource,
-                                                      "subresource": subresource, "verb": verb}}}
-            try:
-                r = client.post(base + "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json=review)
-                allowed = (r.json().get("status") or {}).get("allowed") if r.status_code in (200, 201) else None
-            except httpx.HTTPError as e:
-                raise SystemExit(f"loadtest: cannot reach {target}: {e!r}") from e
-            except (ValueError, AttributeError):
-                allowed = None
+            allowed = _can_i(client, target, {"group": group, "version": version, "resource": resource,
+                                              "subresource": subresource, "verb": verb})
             if allowed is None:
                 return
             if not allowed:
