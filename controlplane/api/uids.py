@@ -57,17 +57,21 @@ os.register_at_fork(after_in_child=_forget_pool)
 def new_uid() -> str:
     """A random (version 4, RFC 4122 variant) UUID in its canonical form, exactly as
     ``str(uuid.uuid4())`` formats one."""
-    b = bytearray(_random_bytes(16))
-    b[6] = (b[6] & 0x0F) | 0x40  # version 4
-    b[8] = (b[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    h = _random_bytes(16).hex()
+    # byte 6's high nibble is the version (4), byte 8's two top bits the RFC 4122 variant (10)
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}  # a nibble with its top bits made 10
+
+
+# a random byte's character: bytes at or above _UNBIASED have none (they are drawn again)
+_CHAR_OF = bytes(ord(SUFFIX_ALPHABET[b % len(SUFFIX_ALPHABET)]) if b < _UNBIASED else 0 for b in range(256))
 
 
 def random_suffix(length: int) -> str:
     """``length`` (at most 64) random characters of ``SUFFIX_ALPHABET``, each equally likely."""
-    out: list[str] = []
+    out = b""
     while len(out) < length:
-        out.extend(SUFFIX_ALPHABET[b % len(SUFFIX_ALPHABET)]
-                   for b in _random_bytes(length - len(out) + 1) if b < _UNBIASED)
-    return "".join(out[:length])
+        out += _random_bytes(length - len(out) + 1).translate(_CHAR_OF).replace(b"\0", b"")
+    return out[:length].decode()
