@@ -798,6 +798,18 @@ def pod_message(policy: Policy, meta: Meta, spec: Spec, enforce: bool) -> tuple[
 EXEMPT_ANNOTATION = LABEL_PREFIX + "exempt"  # the audit annotations upstream's plugin adds
 ENFORCE_POLICY_ANNOTATION = LABEL_PREFIX + "enforce-policy"
 AUDIT_VIOLATIONS_ANNOTATION = LABEL_PREFIX + "audit-violations"
+ERROR_ANNOTATION = LABEL_PREFIX + "error"
+
+
+def error_annotation(causes: list[dict[str, str]]) -> str:
+    """The ``error`` audit annotation of a namespace's invalid labels, as upstream's
+    ``EvaluatePod`` words it: ``Failed to parse policy: `` and the labels' errors as a
+    ``field.ErrorList``'s aggregate prints them (one alone, several ``[a, b]``)::
+
+        Failed to parse policy: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "bogus": ...
+    """
+    errors = [f"{c['field']}: {c['message']}" for c in causes]
+    return "Failed to parse policy: " + (errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
 
 
 def audit_annotations(policy: Policy, evaluation: PodEvaluation, enforce: bool) -> dict[str, str]:

@@ -1955,7 +1955,7 @@ class KubeApi:
         config = self.pod_security
         pod = rtype is self._pods
         operation = "create" if old is None else "update"
-        auditing = audit.recording()  # (its annotations: exempt, enforce-policy, audit-violations)
+        auditing = audit.recording()  # (its annotations: exempt, error, enforce-policy, audit-violations)
         exempt = "namespace" if namespace in config.namespaces else None
         if exempt is None and config.usernames:
             user = REQUEST_USER.get()
@@ -2000,6 +2000,8 @@ class KubeApi:
             return
         if causes:
             POD_SECURITY_ERRORS.inc("false", operation, resource, subresource or "")
+            if auditing:
+                audit.annotate(podsecurity.ERROR_ANNOTATION, podsecurity.error_annotation(causes))
         evaluation = podsecurity.evaluate_pod(policy, meta, spec, enforce=pod)
         for decision, level_version, mode in evaluation.decisions:
             POD_SECURITY_EVALUATIONS.inc(decision, level_version.level,

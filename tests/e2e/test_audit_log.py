@@ -3,6 +3,7 @@ and a log), driven by the real kubectl and httpx over its socket."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import re
@@ -15,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
+import store
+from controlplane.registry.types import Registry
 from tests.e2e.test_kubectl_openapi import ok, run
 from tests.test_cli import Serve, running, start_serve
 
@@ -210,6 +214,53 @@ def test_pod_security_audit_mode_goes_to_the_annotations(audited: Serve) -> None
     assert notes["pod-security.kubernetes.io/audit-violations"].startswith(
         'would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "web" must '
         "set securityContext.allowPrivilegeEscalation=false)")
+
+
+def test_pod_security_names_a_namespaces_invalid_labels_in_the_error_annotation(tmp_path: Path) -> None:
+    """Labels the plugin cannot parse (upstream refuses them at a namespace's write, so they come
+    from before the plugin was on: written here into the stopped server's store) are reported
+    in upstream's ``pod-security.kubernetes.io/error`` annotation of every pod and workload
+    checked in the namespace, and counted in ``pod_security_errors_total``; the enforce level
+    they leave is ``restricted``."""
+    (tmp_path / "policy.yaml").write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: Metadata}]\n")
+    extra = ("--audit-policy-file", str(tmp_path / "policy.yaml"), "--audit-log-path", str(tmp_path / "audit.log"))
+    with running(start_serve(tmp_path, extra=extra)) as s:
+        ok(s, "create", "namespace", "psa-broken")
+    namespaces = Registry().get("", "v1", "namespaces")
+    assert namespaces is not None
+
+    async def break_labels() -> None:
+        st = store.open(f"lmdb://{s.state / 'data'}")
+        try:
+            kv = await st.get(namespaces.key(None, "psa-broken"))
+            assert kv is not None
+            ns = orjson.loads(kv.value)
+            ns["metadata"]["labels"].update({"pod-security.kubernetes.io/enforce": "bogus",
+                                             "pod-security.kubernetes.io/enforce-version": "v1.x.y"})
+            await st.update(kv.key, orjson.dumps(ns), kv.mod_revision)
+        finally:
+            await st.close()
+
+    asyncio.run(break_labels())
+    with running(start_serve(tmp_path, run=1, extra=extra)) as s:
+        r = run(s, "-n", "psa-broken", "run", "web", "--image=nginx")
+        assert r.returncode == 1 and 'violates PodSecurity "restricted:latest"' in r.stderr, r.stderr
+        ok(s, "-n", "psa-broken", "create", "deployment", "web", "--image=nginx")
+        metrics = ok(s, "get", "--raw", "/metrics").stdout
+        pod = complete(events(s, by_kubectl("create", "/api/v1/namespaces/psa-broken/pods"), 2))
+        deployment = complete(events(s, by_kubectl("create", "/apis/apps/v1/namespaces/psa-broken/deployments"), 2))
+    error = ('Failed to parse policy: [metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "bogus": '
+             "must be one of privileged, baseline, restricted, "
+             'metadata.labels[pod-security.kubernetes.io/enforce-version]: Invalid value: "v1.x.y": '
+             'must be "latest" or "v1.x"]')
+    assert pod["responseStatus"]["code"] == 403
+    assert pod["annotations"]["pod-security.kubernetes.io/error"] == error
+    assert pod["annotations"]["pod-security.kubernetes.io/enforce-policy"] == "restricted:latest"
+    assert deployment["annotations"]["pod-security.kubernetes.io/error"] == error
+    assert "pod-security.kubernetes.io/enforce-policy" not in deployment["annotations"]  # (pods only)
+    for resource in ("pod", "controller"):
+        assert (f'pod_security_errors_total{{fatal="false",request_operation="create",resource="{resource}",'
+                f'subresource=""}} 1') in metrics
 
 
 def test_the_audit_id_header_and_a_failed_authentication(audited: Serve) -> None:
