@@ -179,5 +179,5 @@ async def renew_leases(*, store_: Store, reads: Reads, leases: ResourceType, nam
                   splicing, manager, RenewalPlans.values(renew_bytes, now_bytes))
     out = await rewrite_each(store_=store_, reads=reads, names=names, how=how, prime=prime)
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
-            "metadata": {"namespace": namespace, "creationTimestamp": None},
+            "metadata": {"namespace": namespace},
             "spec": {"renewTime": renew_time, "leases": names}, "status": out.status("renewed")}

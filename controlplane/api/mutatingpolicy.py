@@ -416,15 +416,14 @@ def _atomics(value: Any, shape: Shape | None, path: str) -> list[str]:
 
 def _shown(obj: Obj, operation: str, generated_name: bool) -> tuple[Obj, Obj]:
     """A copy of ``obj`` as admission sees it, and the fields set aside: a create's has no
-    uid or generation, a null creationTimestamp, no name when it is to be generated (as the
+    uid, generation or creationTimestamp, no name when it is to be generated (as the
     webhooks see it, ``api/webhooks.py``)."""
     shown = copy.deepcopy(obj)
     kept: Obj = {}
     if operation == "CREATE" and isinstance(shown.get("metadata"), dict):
         meta = shown["metadata"]
         kept = {k: meta.pop(k) for k in ("uid", "generation") if k in meta}
-        kept["creationTimestamp"] = meta.get("creationTimestamp")
-        meta["creationTimestamp"] = None
+        kept["creationTimestamp"] = meta.pop("creationTimestamp", None)
         if generated_name:
             kept["name"] = meta.pop("name", None)
     return shown, kept

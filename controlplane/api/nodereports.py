@@ -232,6 +232,6 @@ async def report_node_status(*, store_: Store, reads: Reads, nodes: ResourceType
                   splicing, manager, values, tag)
     out = await rewrite_each(store_=store_, reads=reads, names=names, how=how, prime=prime)
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND,
-            "metadata": {"creationTimestamp": None},
+            "metadata": {},
             "spec": {"heartbeatTime": heartbeat, "conditions": reported, "nodes": names},
             "status": out.status("reported")}

@@ -3057,7 +3057,6 @@ def _as_subresource_object(obj: dict[str, Any], api_version: str, kind: str, nam
     meta = dict(meta) if isinstance(meta, dict) else {}
     if namespace and not meta.get("namespace"):
         meta["namespace"] = namespace
-    meta.setdefault("creationTimestamp", None)
     return {**obj, "apiVersion": api_version, "kind": kind, "metadata": meta}
 
 

@@ -66,11 +66,12 @@ async def review(plural: str, body: dict[str, Any], user: User | None, authorize
                       "incomplete": rules.incomplete}
             if rules.errors:  # (kubectl warns of them when the list is incomplete)
                 status["evaluationError"] = aggregate(rules.errors)
-        return {**type_meta, "metadata": {"creationTimestamp": None}, "spec": {}, "status": status}
+        return {**type_meta, "metadata": {}, "spec": {}, "status": status}
     if namespace is not None and meta.get("namespace") not in (None, "", namespace):
         raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent on "
                                    "the request")
-    out = {**body, "metadata": {**meta, "creationTimestamp": None}}
+    # the request's metadata echoed, a zero creationTimestamp left out (omitzero since 1.34)
+    out = {**body, "metadata": {k: v for k, v in meta.items() if k != "creationTimestamp" or v is not None}}
     if namespace is not None:
         out["metadata"]["namespace"] = namespace
     else:  # a cluster-scoped object's namespace is cleared, as the create handler clears it

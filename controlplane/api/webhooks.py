@@ -211,8 +211,9 @@ class AdmissionWebhooks:
         (True: one did; the caller defaults the object again, as upstream).
 
         A create's object is shown as upstream's admission sees it, before the
-        strategy fills in the system's fields: no uid, a null creationTimestamp, and no
-        name when the name is to be generated; these are put back after."""
+        strategy fills in the system's fields: no uid, no creationTimestamp (a zero one,
+        which Go omits since 1.34), and no name when the name is to be generated; these
+        are put back after."""
         hooks = await self._mutating.hooks()
         if not hooks:
             return False
@@ -224,8 +225,7 @@ class AdmissionWebhooks:
             if operation == "CREATE":
                 meta = shown["metadata"] = dict(obj.get("metadata") or {})
                 kept = {k: meta.pop(k) for k in ("uid", "generation") if k in meta}
-                kept["creationTimestamp"] = meta.get("creationTimestamp")
-                meta["creationTimestamp"] = None
+                kept["creationTimestamp"] = meta.pop("creationTimestamp", None)
                 if generated_name:
                     kept["name"] = meta.pop("name", None)
             request.obj = shown

@@ -123,7 +123,7 @@ def test_a_mutating_webhooks_patch_is_applied_and_its_review_is_upstreams(api: A
     assert review["options"] == {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
     assert review["userInfo"]["username"] == "admin" and review["oldObject"] is None
     meta = review["object"]["metadata"]
-    assert "uid" not in meta and meta["creationTimestamp"] is None  # as upstream's admission sees a create
+    assert "uid" not in meta and "creationTimestamp" not in meta  # as upstream's admission sees a create
     # a pod in a namespace the selector leaves out is not sent
     assert api.create_pod("elsewhere", namespace="quiet").status_code == 201
     assert not [rv for rv in hook.seen("/mutate") if rv.get("namespace") == "quiet"]
@@ -555,7 +555,7 @@ def test_subresources_with_handlers_of_their_own_are_admitted_as_upstreams(api: 
     rv = review("Eviction", "evicted")
     assert (rv["kind"], rv["operation"], rv["subResource"]) == \
         ({"group": "policy", "version": "v1", "kind": "Eviction"}, "CREATE", "eviction")
-    assert rv["object"]["metadata"] == {"name": "evicted", "namespace": NS, "creationTimestamp": None}
+    assert rv["object"]["metadata"] == {"name": "evicted", "namespace": NS}  # (a zero creationTimestamp omitted)
 
     for pod in ("bad-bind", "bad-evict"):
         assert api.create_pod(pod).status_code == 201
@@ -628,7 +628,7 @@ def test_a_token_request_is_admitted_as_a_create_of_serviceaccounts_token(api: A
     assert (mutated["operation"], mutated["subResource"], mutated["name"], mutated["namespace"]) == \
         ("CREATE", "token", "default", NS)
     assert mutated["resource"] == {"group": "", "version": "v1", "resource": "serviceaccounts"}
-    assert mutated["object"]["metadata"] == {"namespace": NS, "labels": {"asked": "1"}, "creationTimestamp": None}
+    assert mutated["object"]["metadata"] == {"namespace": NS, "labels": {"asked": "1"}}
     (validated,) = [rv for rv in hook.seen("/") if rv["kind"] == kind]
     meta = validated["object"]["metadata"]
     account = api.http.get(f"/api/v1/namespaces/{NS}/serviceaccounts/default").json()

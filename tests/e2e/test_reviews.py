@@ -206,7 +206,7 @@ def test_a_rules_review_and_a_self_review_answer_with_new_objects(served: Serve)
     assert r.status_code == 201, r.text
     got = r.json()
     assert (got["kind"], got["apiVersion"]) == ("SelfSubjectRulesReview", "authorization.k8s.io/v1")
-    assert got["metadata"] == {"creationTimestamp": None} and got["spec"] == {}
+    assert got["metadata"] == {} and got["spec"] == {}  # (a zero creationTimestamp omitted, as since 1.34)
     assert got["status"]["incomplete"] is False and {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]} \
         in got["status"]["resourceRules"]
     r = _post(served, "/apis/authentication.k8s.io/v1/selfsubjectreviews", {"metadata": {"labels": {"a": "b"}}})
@@ -215,3 +215,31 @@ def test_a_rules_review_and_a_self_review_answer_with_new_objects(served: Serve)
     assert list(got["metadata"]) == ["creationTimestamp"] and got["metadata"]["creationTimestamp"].endswith("Z")
     admin = find_admin(read_token_file(served.tokens))
     assert admin is not None and got["status"]["userInfo"]["username"] == admin.user
+
+
+def test_the_reviews_metadata_has_no_zero_creation_timestamp(served: Serve) -> None:
+    """A review's zero ``creationTimestamp`` is left out, as Go writes ObjectMeta's since 1.34
+    (``omitzero``, kubernetes#130989): ``"metadata": {}``, not ``{"creationTimestamp": null}``;
+    a local review keeps its namespace, a TokenReview the metadata it was sent."""
+    admin = find_admin(read_token_file(served.tokens))
+    assert admin is not None
+    attributes = {"resourceAttributes": {"namespace": "default", "verb": "get", "resource": "pods"}}
+    asked = [
+        ("/apis/authorization.k8s.io/v1/subjectaccessreviews",
+         {"kind": "SubjectAccessReview", "spec": {"user": "alice", **attributes}}, {}),
+        ("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+         {"kind": "SelfSubjectAccessReview", "spec": attributes}, {}),
+        ("/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews",
+         {"kind": "LocalSubjectAccessReview", "spec": {"user": "alice", **attributes}}, {"namespace": "default"}),
+        ("/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+         {"kind": "SelfSubjectRulesReview", "spec": {"namespace": "default"}}, {}),
+        ("/apis/authentication.k8s.io/v1/tokenreviews",
+         {"kind": "TokenReview", "metadata": {"name": "mine"}, "spec": {"token": admin.token}}, {"name": "mine"}),
+    ]
+    for path, body, metadata in asked:
+        group = path.split("/")[2]
+        with httpx.Client(base_url=served.url, headers=bearer(served), timeout=10) as http:
+            r = http.post(path, json={"apiVersion": f"{group}/v1", **body})
+        assert r.status_code == 201, r.text
+        assert b"creationTimestamp" not in r.content, r.text
+        assert r.json()["metadata"] == metadata, (path, r.text)
