@@ -18,7 +18,9 @@ the others' errors); then its ``mutations``, in order, each on the object the on
 with the ``variables`` of that object:
 
 - ``JSONPatch``: the expression makes a list of ``JSONPatch{op, path, from, value}``, applied
-  as an RFC 6902 patch; a ``test`` that fails leaves the object as it was (upstream's
+  as upstream's json-patch library applies an RFC 6902 patch (``api/gojsonpatch.py``: a
+  ``replace`` of a missing key adds it, negative indexes count from the end; its errors in
+  its words); a ``test`` that fails leaves the object as it was (upstream's
   ``ErrTestFailed``); ``jsonpatch.escapeKey`` escapes a key for a path.
 - ``ApplyConfiguration``: the expression makes an ``Object{...}`` (``Object.spec{...}`` for
   its fields' values), merged into the object with server-side apply's merge
@@ -49,8 +51,6 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-import jsonpatch
-import jsonpointer
 import orjson
 
 from ..registry.celsyntax import STRUCT_TYPE
@@ -58,6 +58,7 @@ from ..registry.expressions import ExpressionError, Meter
 from ..registry.shapes import Kind, Shape, custom_shape, shape_for
 from ..registry.typed import ShapeError, merge
 from ..registry.types import ResourceType
+from . import gojsonpatch
 from .admissionpolicy import (
     AdmissionPolicies,
     BoundPolicies,
@@ -69,7 +70,6 @@ from .admissionpolicy import (
 from .celauthz import AuthorizerLibrary
 from .equivalents import as_version, equivalent_types
 from .errors import ApiError
-from .jsonpatches import apply as apply_json_patch
 from .policyparams import ParamError
 
 if TYPE_CHECKING:
@@ -326,10 +326,10 @@ def _json_patched(obj: Obj, result: Any) -> Obj:
             operation["value"] = _plain(value)
         operations.append(operation)
     try:
-        patched = apply_json_patch(obj, operations)
-    except jsonpatch.JsonPatchTestFailed:
-        return obj  # a failed test: the patch is not applied
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, ValueError) as e:
+        patched = gojsonpatch.apply(obj, operations)
+    except gojsonpatch.PatchError as e:
+        if e.test_failed:
+            return obj  # a failed test: the patch is not applied
         raise _MutationError(f"JSONPath: {e}") from e
     if not isinstance(patched, dict):
         raise _MutationError("JSONPath: the patch did not leave an object")

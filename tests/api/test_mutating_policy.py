@@ -233,3 +233,32 @@ def test_policies_run_before_the_webhooks_and_again_after_them(served: Serve, ho
         assert r.json()["metadata"]["annotations"] == {"labels": "2"}  # run again after the webhook's label
         seen = [s for s in hook.seen("/mutate") if s["name"] == "hooked"][-1]
         assert seen["object"]["metadata"]["annotations"] == {"labels": "1"}  # the policy ran first
+
+
+def test_a_patch_that_does_not_apply_is_refused_in_upstreams_words(served: Serve) -> None:
+    """Over the socket: a JSONPatch mutation applied as upstream's json-patch library applies it
+    (a replace of a missing key adds it; one under a missing object does not apply), its error in
+    the library's words in upstream's Status: 403, reason Invalid, no ``... is forbidden:``
+    prefix, the message the one cause, the details naming the object as the request does."""
+    token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+    only = {"resourceRules": [CONFIGMAPS_RULE], "objectSelector": {"matchLabels": {"case": "go-patch"}}}
+    patches = ('[JSONPatch{op: "replace", path: "/metadata/annotations/added", value: "yes"}, '
+               'JSONPatch{op: "replace", path: "/data/missing", value: "x"}]')
+    with httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        r = http.post(POLICIES, json=policy("go-patch", json_patch(patches), matchConstraints=only,
+                                            matchConditions=[{"name": "data", "expression": "!has(object.data)"}]))
+        assert r.status_code == 201, r.text
+        assert http.post(BINDINGS, json={"metadata": {"name": "go-patch"}, "spec": {"policyName": "go-patch"}}) \
+            .status_code == 201
+        _wait_listed(http, BINDINGS, "go-patch")
+        r = http.post(CMS, json={"metadata": {"generateName": "refused-", "labels": {"case": "go-patch"},
+                                              "annotations": {}}})
+        message = ("policy 'go-patch' with binding 'go-patch' denied request: JSONPath: replace operation does "
+                   "not apply: doc is missing path: /data/missing: missing value")
+        assert (r.status_code, r.json()) == (403, {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": "Invalid", "details": {"name": "refused-", "kind": "configmaps", "causes": [
+                {"message": message}]}, "code": 403})
+        r = http.post(CMS, json={"metadata": {"name": "applied", "labels": {"case": "go-patch"}, "annotations": {}},
+                                 "data": {"missing": "a"}})
+        assert r.status_code == 201, r.text  # (the match condition leaves it out: nothing refused)
