@@ -193,16 +193,22 @@ def _from(op: dict[str, Any], verb: str) -> str:
     return source
 
 
+def _path(op: dict[str, Any], kind: str) -> str:
+    """The operation's ``path``, or the error each operation words its absence with."""
+    path = op.get("path")
+    if isinstance(path, str):
+        return path
+    raise PatchError(f"{kind} operation failed to decode path: "
+                     + ("" if kind in ("add", "remove", "copy") else "operation missing path field: ") + _MISSING)
+
+
 def _apply_one(doc: Any, op: dict[str, Any], copied: list[int]) -> Any:
     kind = op.get("op") if isinstance(op.get("op"), str) else "unknown"
-    path = op.get("path")
     value = op.get("value", _ABSENT)
     node = None if value is _ABSENT else value
     if kind not in ("add", "remove", "replace", "move", "test", "copy"):
         raise PatchError(f"Unexpected kind: {kind}")
-    if not isinstance(path, str) and kind not in ("move", "copy"):
-        raise PatchError(f"{kind} operation failed to decode path: "
-                         + ("" if kind in ("add", "remove") else "operation missing path field: ") + _MISSING)
+    path = _path(op, kind) if kind not in ("move", "copy") else ""
     if kind == "add":
         container, key = _find(doc, path)
         if container is None:
@@ -251,9 +257,7 @@ def _apply_one(doc: Any, op: dict[str, Any], copied: list[int]) -> Any:
                 moved = copy.deepcopy(_get(container, key))
             except PatchError as e:
                 raise PatchError(f"error in copy for from: '{source}': {e}") from None
-        if not isinstance(path, str):
-            raise PatchError(f"{kind} operation failed to decode path: "
-                             + ("operation missing path field: " if kind == "move" else "") + _MISSING)
+        path = _path(op, kind)
         container, key = _find(doc, path)
         if container is None:
             raise PatchError(f"{kind} operation does not apply: doc is missing destination path: {path}: {_MISSING}")
