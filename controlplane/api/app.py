@@ -488,14 +488,15 @@ def _rbac_authorizer(kube: KubeApi, caches: WatchCaches) -> Authorizer:
     return Authorizer(list_objects, changed)
 
 
-def _objects(kube: KubeApi, state: ServerState, info: Info) -> int | None:
-    """How many objects the watch cache holds of a LIST's resource (its width; None: unknown)."""
+def _objects(kube: KubeApi, state: ServerState, info: Info) -> tuple[int, int] | None:
+    """How many objects the watch cache holds of a LIST's resource, and their average size
+    (its width; None: unknown)."""
     rtype = kube.registry.get(info.group, info.version, info.plural)
     caches = state.caches
     if rtype is None or caches is None:
         return None
     cache = caches.cache_for(rtype)
-    return len(cache) if cache.ready.is_set() and cache.failed is None else None
+    return (len(cache), cache.object_size()) if cache.ready.is_set() and cache.failed is None else None
 
 
 def _watchers(kube: KubeApi, state: ServerState, info: Info) -> int:

@@ -35,10 +35,11 @@ As kube-apiserver's ``WithPriorityAndFairness`` filter and its config controller
 - A request occupies seats from its dispatch until its response is complete; a watch
   until its response starts (its initialization, as upstream's), then runs free. The
   width of a limited level's request (upstream's work estimators): a LIST's one seat per
-  100 objects the watch cache holds of its resource (1 for one named by
-  ``metadata.name``); a create, update, patch or delete waking at least 10 watches (the
-  watch cache's watchers of every object of its type, of its namespace and of its name)
-  one seat per 10 watches, held 5 ms of events' work past its response (spread over the
+  100 kB of the objects it holds at once (upstream's size-based estimate, ``list_seats``:
+  the watch cache's count of its resource, its ``limit``, the objects' average size); a
+  create, update, patch or delete waking at least 10 watches (the watch cache's watchers
+  of every object of its type, of its namespace and of its name) one seat per 10 watches,
+  held 5 ms of events' work past its response (spread over the
   level's widest: the same seat-seconds); every other request 1 seat. At most 10 seats,
   and at a queuing level at most ``max(1, min(ceil(15% of nominal), nominal / handSize))``.
   The exempt level's requests count 1 seat each in its demand.
@@ -76,6 +77,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_plus
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -86,7 +88,7 @@ from .fairqueuing import DemandStats, DroppedRequests, Integrator, Peak, QueueSe
 from .flowmatch import Info, Rule, request_info
 from .rbac import User
 
-__all__ = ["METRICS", "FlowControl", "MaxInFlight", "allocate", "wait_limit"]
+__all__ = ["METRICS", "FlowControl", "MaxInFlight", "allocate", "list_seats", "wait_limit"]
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,12 @@ LEVEL_HEADER = b"x-kubernetes-pf-prioritylevel-uid"
 TOO_MANY = b"Too many requests, please try again later.\n"  # upstream's http.Error, with its newline
 REQUEST_TIMEOUT = 60.0  # kube-apiserver's --request-timeout; a request waits a quarter of its own
 MAX_WAIT = 60.0
-MIN_SEATS, MAX_SEATS, OBJECTS_PER_SEAT = 1, 10, 100
+MIN_SEATS, MAX_SEATS = 1, 10
+# upstream's size-based LIST estimate (list_work_estimator.go, SizeBasedListCostEstimate, on
+# since 1.34): a seat per BYTES_PER_SEAT of objects held at once, at most CACHE_LIST_BYTES of
+# them for a list served from the cache (it streams), MAX_LIST_SEATS at most; an object of
+# unknown size counts as MAX_OBJECT_SIZE (etcd's request limit)
+BYTES_PER_SEAT, CACHE_LIST_BYTES, MAX_OBJECT_SIZE, MAX_LIST_SEATS = 100_000, 1_000_000, 1_500_000, 100
 MAX_SEATS_FRACTION = 0.15  # of a queuing level's nominal seats: its widest request (at most nominal/handSize)
 WATCHES_PER_SEAT = 10  # the mutating work estimator's: a write's final seats, per watch it wakes
 EVENT_LATENCY = 0.005  # s of a seat a watch event costs (upstream's eventAdditionalDuration)
@@ -137,6 +144,72 @@ def wait_limit(query: str) -> float:
                     if asked > 0:  # (0: none asked)
                         timeout = min(timeout, asked)
     return min(timeout / 4, MAX_WAIT)
+
+
+def _names_one(selector: str) -> bool:
+    """Whether a field selector requires one ``metadata.name`` (``metadata.name=x``, ``==x``),
+    which upstream's request info takes for the name of the LIST."""
+    for term in selector.split(","):
+        field, op, _ = term.partition("==") if "==" in term else term.partition("=")
+        if op and not field.endswith("!") and field.strip() == "metadata.name":
+            return True
+    return False
+
+
+def list_seats(info: Info, count: int, size: int, max_seats: int) -> int:
+    """The seats of a LIST (or a watch asking for its initial events) of a resource of
+    ``count`` objects ``size`` bytes long on average, as upstream's size-based estimate: the
+    objects it holds at once (one when a field selector names it; the ``limit``; half the
+    resource at least when a selector filters a read of the store) times their size, at
+    most ``CACHE_LIST_BYTES`` for one served from the cache (a consistent read, ``0``,
+    ``NotOlderThan``: not a continuation or an exact version, which upstream reads from
+    etcd), a seat per ``BYTES_PER_SEAT``::
+
+        list_seats(request_info("GET", "/api/v1/pods", b""), 2500, 4000, 100)                # 10 (1 MB)
+        list_seats(request_info("GET", "/api/v1/pods", b"limit=100&continue=x"), 2500, 4000, 100)  # 4
+    """
+    single = selector = continued = False
+    limit, version, match = 0, "", ""
+    if info.query:
+        for part in info.query.split("&"):  # (by hand: parse_qsl costs ten times as much)
+            key, _, value = part.partition("=")
+            if "%" in value or "+" in value:
+                value = unquote_plus(value)
+            if key == "limit":
+                try:
+                    limit = int(value)  # (int64 in Go: a number past it fails there too, at length)
+                except ValueError:
+                    return max_seats  # (upstream: bound to fail validation, the most seats)
+            elif key == "resourceVersion":
+                version = value
+            elif key == "resourceVersionMatch":
+                match = value
+            elif key == "continue":
+                continued = bool(value)
+            elif key == "labelSelector":
+                selector = selector or bool(value)
+            elif key == "fieldSelector":
+                selector = selector or bool(value)
+                single = single or _names_one(value)
+    if info.verb == "watch" or match == "NotOlderThan":
+        from_cache = True
+    elif match:  # Exact, or one not known (an error: upstream assumes the worst, etcd)
+        from_cache = False
+    else:
+        from_cache = not continued and not (limit > 0 and version not in ("", "0"))
+    if size <= 0 and count:
+        size = MAX_OBJECT_SIZE
+    limited = min(count, limit) if limit > 0 else count
+    if single:
+        held = 1
+    elif not from_cache and selector:
+        held = max(limited, count // 2)
+    else:
+        held = limited
+    memory = held * size
+    if from_cache:
+        memory = min(memory, CACHE_LIST_BYTES)
+    return max(MIN_SEATS, min(max_seats, -(-memory // BYTES_PER_SEAT)))
 
 
 # -- metrics ---------------------------------------------------------------------------------
@@ -498,10 +571,11 @@ class FlowControl:
     send)``, ``user`` None when the server authenticates nobody (``LOOPBACK``). Until
     configured, requests pass unclassified."""
 
-    def __init__(self, server_limit: int, objects: Callable[[Info], int | None] | None = None,
+    def __init__(self, server_limit: int, objects: Callable[[Info], tuple[int, int] | None] | None = None,
                  watchers: Callable[[Info], int] | None = None) -> None:
         self.server_limit = server_limit
-        self.objects = objects  # how many objects a LIST's resource has (the watch cache's count)
+        # how many objects a LIST's resource has and their average size (the watch cache's)
+        self.objects = objects
         self.watchers = watchers  # how many watches a write wakes (the watch cache's watchers)
         self.nominal_sum = 0  # the levels' nominal limits summed (a little over server_limit: ceilings)
         self.schemas: list[Schema] = []
@@ -659,8 +733,9 @@ class FlowControl:
 
     def width(self, info: Info, max_seats: int = MAX_SEATS) -> tuple[int, float]:
         """The seats a request occupies at a level whose widest request is ``max_seats``, and how
-        long it holds them after its response (upstream's work estimators): a LIST one seat per
-        ``OBJECTS_PER_SEAT`` objects of its resource; a create, update, patch or delete waking
+        long it holds them after its response (upstream's work estimators): a LIST (and a watch
+        asking for its initial events) one seat per ``BYTES_PER_SEAT`` of the objects it holds
+        at once (``list_seats``); a create, update, patch or delete waking
         at least ``WATCHES_PER_SEAT`` watches one seat per that many, held ``EVENT_LATENCY`` (the
         seat-seconds of its events, spread over at most ``max_seats`` seats) after its response
         while the watches are sent its event; everything else one seat."""
@@ -677,12 +752,10 @@ class FlowControl:
             return final, work / final
         if verb != "list" and not (verb == "watch" and "sendInitialEvents=true" in info.query):
             return MIN_SEATS, 0.0
-        if "metadata.name" in info.query or self.objects is None:  # (a fieldSelector naming one object)
+        stats = self.objects(info) if self.objects is not None else None
+        if stats is None:  # (upstream: an unknown count, an aggregated API's, is the minimum)
             return MIN_SEATS, 0.0
-        n = self.objects(info)
-        if n is None:
-            return MIN_SEATS, 0.0
-        return max(MIN_SEATS, min(max_seats, math.ceil(n / OBJECTS_PER_SEAT))), 0.0
+        return list_seats(info, stats[0], stats[1], min(max_seats, MAX_LIST_SEATS)), 0.0
 
     # -- the filter ---------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send, app: App, user: User | None) -> None:

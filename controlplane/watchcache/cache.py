@@ -44,7 +44,7 @@ from ..metrics import WATCH_CACHE_LOCK_WAIT, WATCH_CACHE_REREAD_EVENTS
 from ..registry.attrs import Attrs, Filter, field_names
 from .cowmap import CowSortedMap, View
 from .entry import BODY, KEY, REVISION, CacheEvent, Entry, build_entry, entry_json, entry_of, restamped
-from .packing import PACKED, Packer
+from .packing import PACKED, Packer, json_size
 from .rwlock import RWLock
 from .valueindex import ValueIndex
 from .watchers import Watcher, WatcherIndex
@@ -211,6 +211,9 @@ RECENT_JSON_BYTES = 16 << 20
 # API's memos keyed by generation (PriorityClasses, Namespaces) would take it for
 # "nothing changed". 2**48 changes per cache are never reached.
 _GENERATION_RANGE = 1 << 48
+# how many entries the average object size is estimated from, and how long an estimate
+# stands (upstream refreshes its per-resource storage stats about once a minute)
+SIZE_SAMPLE, SIZE_PERIOD = 64, 60.0
 _caches_made = itertools.count()
 
 class FeedClock:
@@ -293,9 +296,24 @@ class ResourceCache:
         # key -> (revision, served JSON) of versions written here, newest last (``latest_json``)
         self._recent: OrderedDict[bytes, tuple[int, bytes]] = OrderedDict()
         self._recent_bytes = 0
+        self._object_size = (0, -SIZE_PERIOD)  # (estimate, when made): see ``object_size``
 
     def __len__(self) -> int:
         return len(self._map)
+
+    def object_size(self) -> int:
+        """The average size of the cached objects' JSON (0: none cached), as API Priority and
+        Fairness sizes a LIST by (upstream's ``EstimatedAverageObjectSizeBytes``): estimated from
+        ``SIZE_SAMPLE`` entries spread over the map, again at most every ``SIZE_PERIOD``
+        seconds, each read from its packed frame's header (no decompression)."""
+        size, made = self._object_size
+        now = time.monotonic()
+        if size and now - made < SIZE_PERIOD:  # (an empty cache's 0 is not kept: it fills)
+            return size
+        sample = self._map.live().sample(SIZE_SAMPLE)
+        size = sum(json_size(entry[BODY]) for entry in sample) // len(sample) if sample else 0
+        self._object_size = (size, now)
+        return size
 
     @property
     def revision(self) -> int:

@@ -86,6 +86,25 @@ class View(Generic[V]):
     def leaf_count(self) -> int:
         return len(self._leaves)
 
+    def sample(self, k: int) -> list[V]:
+        """Up to ``k`` values spread over the whole map, in O(k): one from each of ``k``
+        evenly spaced leaves, or several from each when there are fewer leaves::
+
+            view.sample(4)  # the middle values of leaves 0, n/4, n/2 and 3n/4
+        """
+        leaves = self._leaves
+        n = len(leaves)
+        if n >= k:
+            picked = (leaves[i * n // k][1] for i in range(k))
+            return [values[len(values) // 2] for values in picked if values]
+        out: list[V] = []
+        per = -(-k // n) if n else 0
+        for _, values in leaves:
+            m = len(values)
+            take = min(per, m)
+            out.extend(values[j * m // take] for j in range(take))
+        return out[:k]
+
 
 def _get(firsts: list[bytes], leaves: list[Leaf[V]], key: bytes) -> V | None:
     i = bisect_right(firsts, key) - 1

@@ -29,7 +29,7 @@ import zstandard as zstd
 
 from store import heldzstd
 
-__all__ = ["PACKED", "Packer", "any_packed", "unpack", "unpack_many"]
+__all__ = ["PACKED", "Packer", "any_packed", "json_size", "unpack", "unpack_many"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,14 @@ def unpack(body: bytes) -> bytes:
     if body[0] != PACKED:
         return body
     return _DECOMPRESSORS[body[1] | body[2] << 8].decompress(body[3:])
+
+
+def json_size(body: bytes) -> int:
+    """The size of an entry's JSON without unpacking it: a packed body's frame says it."""
+    if body[0] != PACKED:
+        return len(body)
+    size = zstd.frame_content_size(body[3:])
+    return size if size >= 0 else len(body)
 
 
 def any_packed(bodies: list[bytes]) -> bool:

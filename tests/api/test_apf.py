@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from controlplane.api.fairqueuing import DroppedRequests, QueueSet, deal, flow_hash
-from controlplane.api.flowcontrol import LOOPBACK, METRICS, FlowControl, MaxInFlight, wait_limit
+from controlplane.api.flowcontrol import LOOPBACK, METRICS, FlowControl, MaxInFlight, list_seats, wait_limit
 from controlplane.api.flowmatch import Info, request_info
 from controlplane.api.rbac import ANONYMOUS, User
 from controlplane.registry.flowcontrol import bootstrap_objects
@@ -222,8 +222,10 @@ def test_nominal_limits_are_upstreams_shares_of_the_server_limit() -> None:
 
 
 def test_list_width_follows_the_objects_cached() -> None:
-    counts = {"pods": 2500, "nodes": 40, "secrets": 0}
-    f = FlowControl(600, lambda info: counts.get(info.plural))
+    """Upstream's size-based estimate (SizeBasedListCostEstimate, on since 1.34): a seat per
+    100 kB of the objects a LIST holds at once, the level's widest at most."""
+    stats = {"pods": (2500, 4000), "nodes": (40, 2000), "secrets": (0, 0)}
+    f = FlowControl(600, lambda info: stats.get(info.plural))
     f.configure(*bootstrap())
 
     def width(path: str, query: bytes = b"", method: str = "GET") -> int:
@@ -231,17 +233,43 @@ def test_list_width_follows_the_objects_cached() -> None:
         assert latency == 0
         return seats
 
-    assert width("/api/v1/pods") == 10  # 25 seats by upstream's 100 a seat, at most 10
-    assert width("/api/v1/nodes") == 1
+    assert width("/api/v1/pods") == 10  # 10 MB, read from the cache: 1 MB held at once, 10 seats
+    assert width("/api/v1/nodes") == 1  # 80 kB
     assert width("/api/v1/secrets") == 1
-    counts["nodes"] = 450
-    assert width("/api/v1/nodes") == 5
+    assert width("/api/v1/configmaps") == 1  # no count known
+    stats["nodes"] = (450, 2000)
+    assert width("/api/v1/nodes") == 9
+    assert width("/api/v1/nodes", b"limit=100&continue=abc") == 2  # (from etcd upstream) 200 kB
     assert width("/api/v1/pods", b"fieldSelector=metadata.name%3Dp") == 1
     assert width("/api/v1/pods", b"fieldSelector=metadata.name=p") == 1
     assert width("/api/v1/pods/p") == 1
     assert width("/api/v1/pods", b"watch=true") == 1
     assert width("/api/v1/pods", b"watch=true&sendInitialEvents=true") == 10
     assert width("/api/v1/namespaces/a/pods", method="POST") == 1
+
+
+@pytest.mark.parametrize(("query", "seats"), [
+    (b"", 10),  # a consistent read, from the cache: at most 1 MB at once
+    (b"resourceVersion=0", 10),
+    (b"resourceVersion=0&limit=100", 4),  # 100 of 4 kB
+    (b"resourceVersion=5&resourceVersionMatch=NotOlderThan", 10),
+    (b"limit=100&resourceVersion=5", 4),  # a legacy exact read, from etcd upstream
+    (b"resourceVersion=5&resourceVersionMatch=Exact", 100),  # all 2500, 10 MB
+    (b"limit=500&continue=abc", 20),
+    (b"limit=100&continue=abc&labelSelector=app%3Dweb", 50),  # half the resource at least: 1250
+    (b"labelSelector=app%3Dweb", 10),  # filtered in the cache: what it holds at once
+    (b"fieldSelector=metadata.name%3D%3Dp&resourceVersionMatch=Exact&resourceVersion=1", 1),
+    (b"fieldSelector=metadata.name!%3Dp&resourceVersionMatch=Exact&resourceVersion=1", 100),
+    (b"limit=x", 100),  # bound to fail its validation: the most
+    (b"resourceVersionMatch=Bogus", 100),  # (upstream assumes etcd)
+])
+def test_a_lists_seats_by_the_bytes_it_holds(query: bytes, seats: int) -> None:
+    assert list_seats(request_info("GET", "/api/v1/pods", query), 2500, 4000, 100) == seats
+
+
+def test_a_list_of_objects_of_unknown_size_counts_them_as_etcds_largest() -> None:
+    assert list_seats(request_info("GET", "/api/v1/pods", b"limit=2&continue=c"), 5, 0, 100) == 30
+    assert list_seats(request_info("GET", "/api/v1/pods", b""), 0, 0, 100) == 1
 
 
 def test_wait_limit_is_a_quarter_of_the_timeout() -> None:
@@ -708,3 +736,40 @@ def test_serve_without_priority_and_fairness_limits_in_flight(tmp_path: Path) ->
             assert alice.get("/api/v1/namespaces/default/configmaps").status_code == 200  # reads: their own limit
         finally:
             held.close()
+
+
+def _estimated(metrics: str, schema: str, bound: str) -> float:
+    line = (f'apiserver_flowcontrol_work_estimated_seats_bucket{{flow_schema="{schema}",le="{bound}",'
+            'priority_level="global-default"} ')
+    found = [float(row[len(line):]) for row in metrics.splitlines() if row.startswith(line)]
+    return found[0] if found else 0.0
+
+
+def test_a_list_is_as_wide_as_the_bytes_it_holds_over_a_socket(tmp_path: Path) -> None:
+    """Five PodTemplates of about 60 kB: a LIST of them holds 300 kB, three seats by upstream's
+    size-based estimate (one by the count of objects alone); a LIST of one named by its field
+    selector, one seat."""
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text('admin-token,admin,1,"system:masters"\nalice-token,alice,2,"team-a"\n')
+    with running(start_serve(tmp_path, tls=False, extra=("--token-auth-file", str(tokens)))) as served, \
+            contextlib.ExitStack() as clients:
+        admin, alice = (clients.enter_context(httpx.Client(base_url=served.url, timeout=30,
+                                                           headers={"Authorization": f"Bearer {who}-token"}))
+                        for who in ("admin", "alice"))
+        for i in range(5):
+            r = admin.post("/api/v1/namespaces/default/podtemplates", json={
+                "metadata": {"name": f"big-{i}", "annotations": {"pad": "x" * 60_000}},
+                "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}})
+            assert r.status_code == 201, r.text
+
+        def seats_of(query: str) -> tuple[float, float, float]:
+            before = admin.get("/metrics").text
+            r = alice.get("/api/v1/namespaces/default/podtemplates?" + query)
+            assert r.status_code == 200, r.text
+            after = admin.get("/metrics").text
+            return tuple(_estimated(after, "global-default", b) - _estimated(before, "global-default", b)
+                         for b in ("1", "2", "4"))  # type: ignore[return-value]
+
+        assert admin.get("/api/v1/namespaces/default/podtemplates").status_code == 200  # (its cache made)
+        assert seats_of("") == (0, 0, 1)  # three seats: above 2, within 4
+        assert seats_of("fieldSelector=metadata.name%3Dbig-1") == (1, 1, 1)

@@ -1180,3 +1180,21 @@ async def test_versions_primed_with_their_attrs_are_applied_as_primed_and_leave_
     assert not cache._primed and not cache._primed_newest
     gc.collect()  # (the young collection that meets them; they may have been promoted since)
     assert not any(gc.is_tracked(e) for e in entries)
+
+
+async def test_the_average_object_size_is_estimated_from_a_sample(env: Env) -> None:
+    """What API Priority and Fairness sizes a LIST by: the cached objects' JSON on average,
+    packed ones read from their frames (entries are packed after the first 20 here), kept
+    for a minute; an empty cache's 0 is not kept."""
+    cache = env.caches.cache_for(PODS)
+    await cache.ready.wait()
+    assert cache.object_size() == 0
+    for i in range(60):
+        await env.put(f"p{i:02d}", pad=2000)
+    await env.reads.list(PODS, "ns", ListOptions(everything()))  # (a consistent read: the cache has them all)
+    listed = await env.reads.list(PODS, "ns", ListOptions(everything()))
+    sizes = [len(item) for item in listed.items]
+    size = cache.object_size()
+    assert min(sizes) - 40 <= size <= max(sizes)  # (the served JSON carries its resourceVersion too)
+    await env.put("big", pad=50_000)
+    assert cache.object_size() == size  # the estimate stands for SIZE_PERIOD

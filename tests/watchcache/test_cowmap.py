@@ -129,3 +129,17 @@ def test_the_cyclic_gc_stops_tracking_leaves_and_entries() -> None:
     for leaf in m._leaves:
         assert not gc.is_tracked(leaf)
     assert not gc.is_tracked(m.get(_key(5)))
+
+
+def test_a_sample_spreads_over_the_whole_map() -> None:
+    m: CowSortedMap[int] = CowSortedMap()
+    assert m.snapshot().sample(8) == []
+    m.load_sorted([(_key(i), i) for i in range(40 * LEAF)])
+    picked = m.snapshot().sample(8)
+    assert len(picked) == 8 and picked == sorted(picked)
+    assert picked[0] < 5 * LEAF and picked[-1] >= 35 * LEAF  # from one end to the other
+    m.load_sorted([(_key(i), i) for i in range(3 * LEAF)])  # fewer leaves than asked: several from each
+    picked = m.snapshot().sample(8)
+    assert len(picked) == 8 and len(set(picked)) == 8 and picked[-1] >= 2 * LEAF
+    m.load_sorted([(_key(i), i) for i in range(5)])
+    assert sorted(m.snapshot().sample(8)) == [0, 1, 2, 3, 4]

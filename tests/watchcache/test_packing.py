@@ -8,7 +8,7 @@ import orjson
 
 from controlplane.podgen import PodGenerator
 from controlplane.watchcache.entry import build_entry, entry_json, restamped
-from controlplane.watchcache.packing import PACKED, Packer, unpack
+from controlplane.watchcache.packing import PACKED, Packer, json_size, unpack
 
 
 def _until_trained(packer: Packer) -> None:
@@ -37,6 +37,18 @@ def test_after_training_bodies_are_packed_and_unpack_to_the_same_json() -> None:
     assert [unpack(b) for b in early + late] == pods
     packed, plain = sum(map(len, late)), sum(map(len, pods[200:]))
     assert packed * 4 < plain, (packed, plain)
+
+
+def test_a_bodys_json_size_is_read_without_unpacking_it() -> None:
+    gen = PodGenerator(seed=5)
+    pods = [orjson.dumps(gen.pod()) for _ in range(120)]
+    packer = Packer(train_after=100)
+    for p in pods[:100]:
+        assert json_size(packer.pack(p)) == len(p)
+    _until_trained(packer)
+    bodies = [packer.pack(p) for p in pods[100:]]
+    assert all(b[0] == PACKED for b in bodies)
+    assert [json_size(b) for b in bodies] == [len(p) for p in pods[100:]]
 
 
 def test_entries_built_and_restamped_through_a_trained_packer() -> None:
