@@ -1,12 +1,19 @@
 """RFC 6902 JSON patches as upstream's json-patch library applies them
-(``gopkg.in/evanphx/json-patch.v4``, which a MutatingAdmissionPolicy's ``JSONPatch``
-mutations go through), with its departures from the RFC and its error messages.
+(``gopkg.in/evanphx/json-patch.v4``: a PATCH of ``application/json-patch+json``, a mutating
+webhook's patch, a MutatingAdmissionPolicy's ``JSONPatch`` mutations), with its departures
+from the RFC and its error messages.
 
 Where it departs from the RFC (and from the ``jsonpatch`` package)::
 
     apply({"a": {}}, [{"op": "replace", "path": "/a/b", "value": 1}])  # {'a': {'b': 1}}: adds a missing key
     apply({"l": [1, 2]}, [{"op": "remove", "path": "/l/-1"}])          # {'l': [1]}: negative indexes
     apply({"a": 1}, [{"op": "copy", "from": "/x", "path": "/b"}])      # {'a': 1, 'b': None}: copies a missing key
+
+A ``copy`` of a subtree into itself doubles the document, so a few dozen operations in a
+small body would ask for terabytes: the library counts the bytes each copy adds (the copied
+value, marshalled) against ``AccumulatedCopySizeLimit``, which kube-apiserver sets from its
+``JSONPatchMaxCopyBytes`` (3 MiB, twice etcd's request limit) for every patch it applies
+(``CopyLimitExceeded`` past it, in its words).
 
 A JSON null and a missing key are the same to it (a nil node). Errors are ``PatchError``
 in the library's words, ``test_failed`` set for those that wrap its ``ErrTestFailed``::
@@ -22,9 +29,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["MAX_COPY_BYTES", "PatchError", "apply"]
+__all__ = ["MAX_COPY_BYTES", "CopyLimitExceeded", "PatchError", "apply"]
 
-MAX_COPY_BYTES = 3 * 1024 * 1024  # kube-apiserver's JSONPatchMaxCopyBytes (api/jsonpatches.py)
+MAX_COPY_BYTES = 3 * 1024 * 1024  # kube-apiserver's JSONPatchMaxCopyBytes
 _MISSING = "missing value"  # the library's ErrMissing
 _INVALID_INDEX = "invalid index referenced"  # ErrInvalidIndex
 _INT64 = 1 << 63
@@ -36,6 +43,11 @@ class PatchError(Exception):
     def __init__(self, message: str, test_failed: bool = False) -> None:
         super().__init__(message)
         self.test_failed = test_failed
+
+
+class CopyLimitExceeded(PatchError):
+    """The ``copy`` operations of a patch added more than ``MAX_COPY_BYTES`` (kube-apiserver's
+    ``AccumulatedCopySizeLimit``)."""
 
 
 def _decode_key(key: str) -> str:
@@ -165,7 +177,7 @@ def _equal(a: Any, b: Any) -> bool:
 _ABSENT = object()  # an operation without a "value" (a nil node, unlike a JSON null)
 
 
-def _test(doc: Any, path: str, value: Any) -> None:
+def _test(doc: Any, path: str, value: Any, null_is_nil: bool) -> None:
     failed = PatchError(f"testing value {path} failed: test failed", test_failed=True)
     if path == "":
         if value is _ABSENT or not _equal(doc, value):
@@ -178,8 +190,8 @@ def _test(doc: Any, path: str, value: Any) -> None:
         found = _get(container, key)
     except PatchError as e:
         raise PatchError(f"error in test for path: '{path}': {e}") from None
-    if found is None:  # (missing or null: a JSON null value still fails, as the library's)
-        if value is _ABSENT:
+    if found is None:  # (missing or null: matched by no value, and by a decoded null)
+        if value is _ABSENT or (value is None and null_is_nil):
             return
         raise failed
     if value is _ABSENT or not _equal(found, value):
@@ -202,7 +214,9 @@ def _path(op: dict[str, Any], kind: str) -> str:
                      + ("" if kind in ("add", "remove", "copy") else "operation missing path field: ") + _MISSING)
 
 
-def _apply_one(doc: Any, op: dict[str, Any], copied: list[int]) -> Any:
+def _apply_one(doc: Any, op: dict[str, Any], copied: list[int], null_is_nil: bool) -> Any:
+    if not isinstance(op, dict):  # (a null operation: Go's nil map, which has no op)
+        op = {}
     kind = op.get("op") if isinstance(op.get("op"), str) else "unknown"
     value = op.get("value", _ABSENT)
     node = None if value is _ABSENT else value
@@ -239,7 +253,7 @@ def _apply_one(doc: Any, op: dict[str, Any], copied: list[int]) -> Any:
             raise PatchError(f"replace operation does not apply: doc is missing key: {path}: {_MISSING}") from None
         _set(container, key, node)
     elif kind == "test":
-        _test(doc, path, value)
+        _test(doc, path, value, null_is_nil)
     else:  # move, copy: the source first
         source = _from(op, kind)
         container, key = _find(doc, source)
@@ -264,8 +278,8 @@ def _apply_one(doc: Any, op: dict[str, Any], copied: list[int]) -> Any:
         if kind == "copy":
             copied[0] += 0 if moved is None else len(orjson.dumps(moved))  # (a nil node copies nothing)
             if copied[0] > MAX_COPY_BYTES:
-                raise PatchError(f"Unable to complete the copy, the accumulated size increase of copy is "
-                                 f"{copied[0]}, exceeding the limit {MAX_COPY_BYTES}")
+                raise CopyLimitExceeded(f"Unable to complete the copy, the accumulated size increase of copy is "
+                                        f"{copied[0]}, exceeding the limit {MAX_COPY_BYTES}")
         try:
             _add(container, key, moved)
         except PatchError as e:
@@ -274,11 +288,14 @@ def _apply_one(doc: Any, op: dict[str, Any], copied: list[int]) -> Any:
     return doc
 
 
-def apply(document: Any, operations: list[dict[str, Any]]) -> Any:
+def apply(document: Any, operations: list[Any], decoded: bool = False) -> Any:
     """``document`` patched by ``operations``, in a copy, as the library's ``Patch.Apply``;
-    ``PatchError`` for the first operation that does not apply."""
+    ``PatchError`` for the first operation that does not apply. ``decoded``: the operations
+    were decoded from JSON (a client's or a webhook's patch), where a ``"value": null`` is
+    the library's nil value (a ``test`` of it matches a missing key), not a marshalled null
+    (a policy's ``JSONPatch``, whose null a missing key fails)."""
     doc = copy.deepcopy(document)
     copied = [0]
     for op in operations:
-        doc = _apply_one(doc, op, copied)
+        doc = _apply_one(doc, op, copied, decoded)
     return doc

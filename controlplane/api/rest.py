@@ -35,8 +35,6 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
-import jsonpatch
-import jsonpointer
 import orjson
 
 import store
@@ -80,7 +78,7 @@ from ..registry.strategies import (
 )
 from ..registry.strategies import warnings as strategy_warnings
 from ..version import KUBE_MINOR
-from . import audit, jsonpatches, podsecurity, protobuf
+from . import audit, gojsonpatch, podsecurity, protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
 from .allocations import ServiceAllocations, ServiceWrite
 from .apply import (
@@ -3431,7 +3429,9 @@ def _json_patch_operations(patch: Any) -> list[Any]:
 
 
 def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
-    """RFC 6902 JSON patch; at most ``MAX_JSON_PATCH_OPS`` operations (413), as upstream.
+    """RFC 6902 JSON patch as upstream's json-patch library applies it (``api/gojsonpatch.py``:
+    a ``replace`` of a missing key adds it, negative indexes count from the end); at most
+    ``MAX_JSON_PATCH_OPS`` operations (413), as upstream.
     One that does not apply (a failed ``test``, a missing path, an unknown ``op``) is a 422
     in upstream's words and no others: its patch handler wraps the library's error in
     ``NewGenericServerResponse``, which keeps the library's message out of the Status's
@@ -3440,12 +3440,11 @@ def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:
         raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: The allowed maximum operations in "
                        f"a JSON patch is {MAX_JSON_PATCH_OPS}, got {len(ops)}")
     try:
-        return jsonpatches.apply(target, ops)
-    except jsonpatches.CopyLimitExceeded as e:  # (upstream's one cause: the library's words, ours here)
+        return gojsonpatch.apply(target, ops, decoded=True)
+    except gojsonpatch.CopyLimitExceeded as e:  # (upstream's one cause: the library's words, ours here)
         raise ApiError(422, "Invalid", JSON_PATCH_REFUSED,
                        {"causes": [{"reason": "UnexpectedServerResponse", "message": str(e)}]}) from e
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError,
-            AttributeError) as e:
+    except gojsonpatch.PatchError as e:
         raise ApiError(422, "Invalid", JSON_PATCH_REFUSED, {}) from e
 
 

@@ -99,7 +99,7 @@ from ..metrics import (
 from ..registry.expressions import ExpressionError, context_of, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
-from . import audit, jsonpatches
+from . import audit, gojsonpatch
 from .admissionpolicy import REQUEST_USER, object_selected
 from .celauthz import AuthorizerLibrary
 from .dryrun import DRY_RUN
@@ -436,8 +436,9 @@ class AdmissionWebhooks:
             raise _PatchError(_internal(f'admission webhook "{hook.name}" attempted to modify the object, which is '
                                         "not supported for this operation"), 0)
         try:
-            patched = jsonpatches.apply(await self._as(request.obj, request.rtype, invocation.rtype), operations)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+            patched = gojsonpatch.apply(await self._as(request.obj, request.rtype, invocation.rtype), operations,
+                                        decoded=True)
+        except gojsonpatch.PatchError as e:  # (upstream's NewInternalError of the library's error)
             raise _PatchError(_internal(str(e)), 0) from e
         if not isinstance(patched, dict):
             raise _PatchError(_internal(f'admission webhook "{hook.name}" patched the object into something else '

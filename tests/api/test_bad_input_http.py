@@ -41,6 +41,23 @@ def assert_status(resp: httpx.Response, code: int, reason: str) -> dict[str, Any
     return status
 
 
+async def test_a_json_patch_applies_as_upstreams_json_patch_library(served: Served) -> None:
+    """Upstream's json-patch library (v4) departs from the RFC: a replace of a missing key adds
+    it, a negative index counts from the end; what it cannot apply is the generic 422."""
+    await served.client.create(CMS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "go-rules", "annotations": {"kept": "1"}, "finalizers": ["a.example.com/x", "a.example.com/y"]}})
+    resp = await served.http.patch(f"{CMS}/go-rules", json=[
+        {"op": "replace", "path": "/metadata/annotations/added", "value": "yes"},
+        {"op": "remove", "path": "/metadata/finalizers/-1"}], headers={"Content-Type": "application/json-patch+json"})
+    assert resp.status_code == 200, resp.text
+    meta = resp.json()["metadata"]
+    assert (meta["annotations"], meta["finalizers"]) == ({"kept": "1", "added": "yes"}, ["a.example.com/x"])
+    resp = await served.http.patch(f"{CMS}/go-rules", json=[{"op": "remove", "path": "/metadata/finalizers/-2"}],
+                                   headers={"Content-Type": "application/json-patch+json"})
+    status = assert_status(resp, 422, "Invalid")
+    assert status["message"] == "the server rejected our request due to an error in our request"
+
+
 async def test_json_patch_copies_are_bounded_as_upstreams_accumulated_copy_limit(served: Served) -> None:
     # each copy of the annotations into themselves doubled them: forty of them in a 4 KB body
     # held the event loop and grew the server past 10 GB

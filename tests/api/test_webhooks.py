@@ -397,6 +397,26 @@ def test_a_patch_for_a_delete_fails_and_undecodable_patches_fail(api: Api, hook:
         "which is not supported for this operation")
 
 
+def test_a_patch_applies_as_upstreams_json_patch_library(api: Api, hook: WebhookServer) -> None:
+    """A webhook's patch goes through upstream's json-patch library's rules: a replace of a
+    missing key adds it; one that does not apply is upstream's 500 with the library's words."""
+    rule = {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
+    api.configure(MUTATING, "json-patch-rules", [
+        webhook("replace.example.com", hook, "/replace-missing", rules=[rule],
+                objectSelector={"matchLabels": {"patch": "replace"}}),
+        webhook("remove.example.com", hook, "/remove-missing", rules=[rule],
+                objectSelector={"matchLabels": {"patch": "remove"}})])
+    r = api.http.post(f"/api/v1/namespaces/{NS}/configmaps", json={
+        "metadata": {"name": "replaced", "labels": {"patch": "replace"}}, "data": {"a": "1"}})
+    assert r.status_code == 201, r.text
+    assert r.json()["data"] == {"a": "1", "added": "yes"}
+    r = api.http.post(f"/api/v1/namespaces/{NS}/configmaps", json={
+        "metadata": {"name": "removed", "labels": {"patch": "remove"}}, "data": {"a": "1"}})
+    assert r.status_code == 500 and r.json()["message"] == (
+        "Internal error occurred: error in remove for path: '/data/nope': Unable to remove nonexistent key: nope: "
+        "missing value"), r.text
+
+
 def test_match_policy_equivalent_calls_a_webhook_of_another_version_with_it(api: Api, hook: WebhookServer) -> None:
     """An autoscaling/v2 write to a webhook whose rule names autoscaling/v1: called with the v1
     object (``kind`` v1, ``requestKind`` v2), its patch applied to the v2 object; with

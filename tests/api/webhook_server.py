@@ -144,6 +144,10 @@ def _answer(path: str, request: dict[str, Any], calls: int) -> tuple[int, dict[s
                                                           f"({what})"})
     elif path == "/connect-container":  # a CONNECT's options patched: another container
         response.update(_patch([{"op": "add", "path": "/container", "value": "patched"}]))
+    elif path == "/replace-missing":  # a replace of a key the object lacks (upstream's library adds it)
+        response.update(_patch([{"op": "replace", "path": "/data/added", "value": "yes"}]))
+    elif path == "/remove-missing":  # a remove of a key the object lacks: the patch does not apply
+        response.update(_patch([{"op": "remove", "path": "/data/nope"}]))
     elif path == "/annotate":
         response["auditAnnotations"] = {"checked": "yes"}
     return 200, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
