@@ -214,7 +214,7 @@ def _path(op: dict[str, Any], kind: str) -> str:
                      + ("" if kind in ("add", "remove", "copy") else "operation missing path field: ") + _MISSING)
 
 
-def _apply_one(doc: Any, op: dict[str, Any], copied: list[int], null_is_nil: bool) -> Any:
+def _apply_one(doc: Any, op: Any, copied: list[int], null_is_nil: bool) -> Any:
     if not isinstance(op, dict):  # (a null operation: Go's nil map, which has no op)
         op = {}
     kind = op.get("op") if isinstance(op.get("op"), str) else "unknown"
