@@ -85,3 +85,16 @@ def test_copies_are_bounded_as_kube_apiservers() -> None:
     with pytest.raises(PatchError) as e:
         apply(doc, [op("copy", "/b", **{"from": "/a"}), op("copy", "/c", **{"from": "/a"})])
     assert str(e.value).startswith("Unable to complete the copy, the accumulated size increase of copy is ")
+
+
+def test_a_decoded_patchs_null_value_is_the_librarys_nil() -> None:
+    """A client's ``"value": null`` decodes to the library's nil value, which a missing key
+    matches in a ``test``; a policy's marshalled null does not. A null operation has no op."""
+    doc = {"a": {"b": 1}}
+    assert apply(doc, [op("test", "/a/none", value=None)], decoded=True) == doc
+    with pytest.raises(PatchError) as e:
+        apply(doc, [op("test", "/a/none", value=None)])
+    assert e.value.test_failed
+    with pytest.raises(PatchError) as e:
+        apply(doc, [None], decoded=True)
+    assert str(e.value) == "Unexpected kind: unknown"
