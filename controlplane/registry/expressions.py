@@ -24,6 +24,10 @@ _UNSUPPORTED = re.compile(r"ERROR: <input>:\d+:\d+: unsupported syntax ")
 _LIBRARY_ERROR = re.compile(r"Function '[^']*' error: Python function call failed: (\w+): (.*)\. "
                             r"Check function arguments and their types\.", re.DOTALL)
 
+# the interpreter's own run-time errors that cel-go words otherwise (``common/types/err.go``)
+_CEL_GO_WORDS = {"division by zero in CEL expression": "division by zero",
+                 "modulo by zero in CEL expression": "modulus by zero"}
+
 
 class ExpressionError(Exception):
     """An expression that does not compile, or fails as it runs (no such key, a type mismatch)."""
@@ -223,7 +227,7 @@ def _run_time_error(text: str) -> str:
     interpreter's wrapping of its Python exception."""
     wrapped = _LIBRARY_ERROR.fullmatch(text)
     if wrapped is None:
-        return text
+        return _CEL_GO_WORDS.get(text, text)
     kind, message = wrapped.groups()
     if kind == "KeyError":
         return f"no such key: {message.strip(chr(39))}"

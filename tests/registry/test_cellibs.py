@@ -176,3 +176,14 @@ def test_a_library_functions_error_is_worded_as_its_own_not_as_the_interpreters_
     schema = {"type": "string", "x-kubernetes-validations": [{"rule": "self.substring(4) == ''", "message": "m"}]}
     assert [c["message"] for c in validate(schema, "abc", "spec.name")] == [
         'Invalid value: "string": index out of range: 4 evaluating rule: m']
+
+
+@pytest.mark.parametrize(("expression", "error"), [
+    ("10 / (size(self) - 1)", "division by zero"), ("10u / 0u", "division by zero"),
+    ("[1].all(x, x % 0 == 0)", "modulus by zero")])
+def test_a_division_by_zero_is_worded_as_cel_gos(expression: str, error: str) -> None:
+    """cel-go's ``ErrDivisionByZero`` and ``ErrModulusByZero`` (``common/types/err.go``), not the
+    interpreter's ``... in CEL expression``."""
+    with pytest.raises(ExpressionError) as e:
+        evaluate(expression, {"self": [1]})
+    assert str(e.value) == error
