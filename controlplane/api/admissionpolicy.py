@@ -10,7 +10,8 @@ operation, then ``scope`` and ``resourceNames``, minus ``excludeResourceRules``;
 version of the resource a rule names, the objects converted to it: ``api/equivalents.py``).
 The policy's ``matchConditions`` must all be true, then each of its ``validations`` is
 evaluated with ``object`` (null for a delete), ``oldObject`` (null for a create),
-``request``, ``namespaceObject`` and ``variables`` (the policy's ``variables``, each evaluated once per request). A
+``request``, ``namespaceObject`` and ``variables`` (the policy's ``variables``, computed when read:
+``api/policyvariables.py``). A
 validation that is false fails the binding's actions: ``Deny`` refuses the write
 (422 Invalid, or the validation's ``reason``) with upstream's message
 (``ValidatingAdmissionPolicy 'p' with binding 'b' denied request: <message>``),
@@ -45,13 +46,13 @@ annotation naming it fails as it runs, as upstream evaluates those without it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..registry.celsyntax import VARIABLE
 from ..registry.expressions import OUT_OF_BUDGET, ExpressionError, Meter, evaluate
 from ..registry.types import ResourceType
 from ..scheduler.plugins.selectors import match_label_selector
@@ -62,6 +63,7 @@ from .errors import ApiError
 from .fieldvalidation import add_warning
 from .namespaced import NamespacedObjects
 from .policyparams import ParamError, PolicyParams
+from .policyvariables import Variables, reads, without_authorizer
 
 if TYPE_CHECKING:
     from .rbac import User
@@ -175,53 +177,38 @@ def uses_authorizer(spec: Obj) -> bool:
 
 
 async def authorized(expression: str, context: Any, library: AuthorizerLibrary | None,
-                     meter: Meter | None = None) -> Any:
+                     meter: Meter | None = None, variables: Variables | None = None) -> Any:
     """``expression``'s value in ``context``; with ``library`` (the request's ``authorizer``,
-    installed in ``context``) its checks asked of the server's authorizer; ``meter`` (installed
-    in ``context``) bounds its work (``expressions.Meter``)."""
-    if library is not None and "authorizer" in expression:
-        return await library.evaluate(expression, context, meter)
-    return evaluate(expression, context, meter=meter)
-
-
-def _unauthorized(expression: str, context: Any, library: AuthorizerLibrary | None, meter: Meter) -> Any:
-    """``expression``'s value where upstream binds no ``authorizer`` though it declares one (an
-    audit annotation's value): naming it fails as cel-go fails an unbound variable."""
-    if library is None or "authorizer" not in expression:
-        return evaluate(expression, context, meter=meter)
-    variables = {k: v for k, v in context.variables.items() if k != "authorizer"}
+    installed in ``context``) its checks asked of the server's authorizer, its variables' too;
+    ``meter`` (installed in ``context``) bounds its work (``expressions.Meter``), the
+    ``variables`` it computed (``api/policyvariables.py``) counted in ``meter.spent``."""
+    text = reads(expression)
     try:
-        return evaluate(expression, variables)
-    except ExpressionError as e:
-        if "'authorizer'" in str(e):
-            raise ExpressionError("no such attribute(s): authorizer") from None
-        raise
+        if library is not None and ("authorizer" in text or VARIABLE in text):
+            return await library.evaluate(text, context, meter)
+        return evaluate(text, context, meter=meter)
+    finally:
+        if meter is not None and variables is not None:
+            meter.spent += variables.take_cost()
 
 
-def _message(validation: Obj, expression: str, context: Any, meter: Meter | None = None) -> str:
+def _message(validation: Obj, expression: str, context: Any, meter: Meter, variables: Variables) -> str:
     """A failed validation's message, as upstream's validator decides it: its
     ``messageExpression``'s string (trimmed; not empty, at most 5 KiB, one line), else its
     ``message`` (trimmed), else ``failed expression: <the expression>``."""
     if validation.get("messageExpression"):
         try:
-            text = evaluate(str(validation["messageExpression"]), context, meter=meter)
+            text = evaluate(reads(str(validation["messageExpression"])), context, meter=meter)
         except ExpressionError:  # (upstream logs it)
             text = None
+        finally:
+            meter.spent += variables.take_cost()
         if isinstance(text, str):
             text = text.strip()
             if text and len(text.encode()) <= _MAX_MESSAGE and "\n" not in text:
                 return text
     message = str(validation.get("message") or "").strip()
     return message or f"failed expression: {expression.strip()}"
-
-
-def variable_error(expression: str, broken: dict[str, str]) -> str | None:
-    """The error of a failed variable ``expression`` names (``variables.name``), which upstream's
-    lazily evaluated variables make the expression's own."""
-    for name, error in broken.items():
-        if re.search(rf"\bvariables\s*\.\s*{re.escape(name)}\b", expression):
-            return error
-    return None
 
 
 def _cel_type(value: Any) -> str:
@@ -470,28 +457,15 @@ class AdmissionPolicies(BoundPolicies):
                 elif action == "Warn":
                     add_warning(f"Validation failed for {prefix}: {message}")
 
-        broken: dict[str, str] = {}  # the variables that failed, by name: an expression naming one fails so
-
-        async def run(expression: str) -> Any:
-            try:
-                return await authorized(expression, context, library, meter)
-            except ExpressionError as e:
-                raise ExpressionError(variable_error(expression, broken) or str(e)) from None
-
-        variables: dict[str, Any] = {}
-        context.add_variable("variables", variables)
-        for variable in pspec.get("variables") or ():  # each sees those before it
-            vname, expression = str(variable.get("name")), str(variable.get("expression", ""))
-            try:
-                variables[vname] = await run(expression)
-            except ExpressionError as e:  # (upstream evaluates a variable when an expression names it)
-                broken[vname] = f'composited variable "{vname}" fails to evaluate: {e}'
-            context.add_variable("variables", variables)
+        declared = pspec.get("variables")
+        # each of upstream's evaluations computes the variables it reads afresh: the match conditions,
+        # the validations, the message expressions, the audit annotations (``api/policyvariables.py``)
+        variables = Variables(declared, context, meter, library)
         errors: list[str] = []
         for condition in pspec.get("matchConditions") or ():  # upstream's match condition matcher
             expression = str(condition.get("expression", ""))
             try:
-                value = await run(expression)
+                value = await authorized(expression, context, library, meter, variables)
             except ExpressionError as e:
                 errors.append(f"expression '{expression}' resulted in error: {e}")
                 continue
@@ -506,10 +480,12 @@ class AdmissionPolicies(BoundPolicies):
         validations = pspec.get("validations") or ()
         outcomes: list[tuple[str, str | None, bool]] = []  # (expression, its error, whether it passed)
         meter.spent = 0
+        variables = Variables(declared, context, meter, library)
         for validation in validations:
             expression = str(validation.get("expression", ""))
             try:
-                outcomes.append((expression, None, await run(expression) is True))
+                outcomes.append((expression, None, await authorized(expression, context, library, meter,
+                                                                    variables) is True))
             except ExpressionError as e:
                 outcomes.append((expression, str(e), False))
             if meter.over_budget():
@@ -518,12 +494,13 @@ class AdmissionPolicies(BoundPolicies):
         if meter.over_budget():
             decisions = [(0, OUT_OF_BUDGET, "Invalid")] if fail_closed else []
         else:
+            variables = Variables(declared, context, meter, library, authorizer=False)
             for index, (expression, error, passed) in enumerate(outcomes):
                 if error is not None:
                     if fail_closed:
                         decisions.append((index, f"expression '{expression}' resulted in error: {error}", "Invalid"))
                 elif not passed:
-                    message = _message(validations[index], expression, context, meter)
+                    message = _message(validations[index], expression, context, meter, variables)
                     if meter.over_budget():  # upstream's: each validation but those that erred fails so
                         decisions = [(i, f"expression '{x}' resulted in error: {error}" if error is not None
                                       else f"failed messageExpression: {OUT_OF_BUDGET}", "Invalid")
@@ -533,14 +510,16 @@ class AdmissionPolicies(BoundPolicies):
         refusals: list[str] = []  # the audit annotations' errors (under Fail: denials whatever the actions)
         published: list[tuple[str, str]] = []
         meter.spent = 0
+        variables = Variables(declared, context, meter, library, authorizer=False)
         for annotation in pspec.get("auditAnnotations") or ():
             expression = str(annotation.get("valueExpression", ""))
             try:
-                value = _unauthorized(expression, context, library, meter)
+                value = without_authorizer(expression, context, meter, library, variables)
             except ExpressionError as e:
-                refusals.append(f"expression '{expression}' resulted in error: "
-                                f"{variable_error(expression, broken) or e}")
+                refusals.append(f"expression '{expression}' resulted in error: {e}")
                 value = None
+            finally:
+                meter.spent += variables.take_cost()
             if meter.over_budget():
                 break
             if value is not None and not isinstance(value, str):

@@ -75,6 +75,11 @@ class AuthorizerLibrary:
             context.add_function(name, function)
         return context
 
+    def waiting(self) -> bool:
+        """Whether a check asked since the last answers waits for its own (its provisional
+        denial stands in for it: what was computed with it is not final)."""
+        return bool(self._pending)
+
     async def evaluate(self, expression: str, context: Any, meter: Meter | None = None) -> Any:
         """``expression``'s value in ``context`` (from ``context``), asking the authorizer what
         it checks (``ExpressionError`` as ``expressions.evaluate``); ``meter`` as there, the

@@ -65,12 +65,12 @@ from .admissionpolicy import (
     authorized,
     forbidden_details,
     uses_authorizer,
-    variable_error,
 )
 from .celauthz import AuthorizerLibrary
 from .equivalents import as_version, equivalent_types
 from .errors import ApiError
 from .policyparams import ParamError
+from .policyvariables import Variables
 
 if TYPE_CHECKING:
     from .rbac import User
@@ -255,12 +255,13 @@ class MutatingPolicies(BoundPolicies):
         no); raises ``_MutationError``. ``library``: the request's ``authorizer``, which the
         variables, match conditions and mutations ask, as upstream's."""
         pspec = policy.get("spec") or {}
+        declared = pspec.get("variables")
         context.add_variable("object", obj)
-        broken = await _variables(pspec, context, library, meter)
+        variables = Variables(declared, context, meter, library)  # computed when read (api/policyvariables.py)
         errors: list[str] = []
         for condition in pspec.get("matchConditions") or ():  # upstream's match condition matcher
             try:
-                value = await _evaluated(str(condition.get("expression", "")), context, library, meter, broken)
+                value = await _evaluated(str(condition.get("expression", "")), context, library, meter, variables)
             except _MutationError as e:
                 errors.append(str(e))
                 continue
@@ -268,45 +269,27 @@ class MutatingPolicies(BoundPolicies):
                 return obj  # a false condition: the policy does not apply, whatever errors others had
         if errors:
             raise _MutationError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
-        for index, mutation in enumerate(pspec.get("mutations") or ()):
-            if index:  # each mutation's variables of the object the one before made, as upstream's activation
-                context.add_variable("object", obj)
-                broken = await _variables(pspec, context, library, meter)
+        for mutation in pspec.get("mutations") or ():
+            # each mutation its own evaluation, of the object the one before made (upstream's activation)
+            context.add_variable("object", obj)
+            variables = Variables(declared, context, meter, library)
             if mutation.get("patchType") == "JSONPatch":
                 expression = str((mutation.get("jsonPatch") or {}).get("expression", ""))
-                obj = _json_patched(obj, await _evaluated(expression, context, library, meter, broken))
+                obj = _json_patched(obj, await _evaluated(expression, context, library, meter, variables))
             else:
                 expression = str((mutation.get("applyConfiguration") or {}).get("expression", ""))
-                obj = _applied(obj, await _evaluated(expression, context, library, meter, broken), _shape(rtype))
+                obj = _applied(obj, await _evaluated(expression, context, library, meter, variables), _shape(rtype))
         return obj
 
 
-async def _variables(spec: Obj, context: Any, library: AuthorizerLibrary | None, meter: Meter) -> dict[str, str]:
-    """A policy's ``variables`` of the ``object`` in ``context``, each seeing those before it,
-    set in ``context``; the errors of those that failed, by name (upstream evaluates a variable
-    when an expression names it: that expression fails with it)."""
-    variables: dict[str, Any] = {}
-    broken: dict[str, str] = {}
-    context.add_variable("variables", variables)
-    for variable in spec.get("variables") or ():
-        name, expression = str(variable.get("name")), str(variable.get("expression", ""))
-        try:
-            variables[name] = await authorized(expression, context, library, meter)
-        except ExpressionError as e:
-            broken[name] = f'composited variable "{name}" fails to evaluate: {variable_error(expression, broken) or e}'
-        context.add_variable("variables", variables)
-    return broken
-
-
 async def _evaluated(expression: str, context: Any, library: AuthorizerLibrary | None, meter: Meter,
-                     broken: dict[str, str] | None = None) -> Any:
-    """``expression``'s value; its error in upstream's words (``expression '...' resulted in error: ...``),
-    a failed variable's (``broken``) if it names one."""
+                     variables: Variables) -> Any:
+    """``expression``'s value; its error in upstream's words (``expression '...' resulted in error: ...``;
+    a variable's it read: ``composited variable "v" fails to evaluate: ...``)."""
     try:
-        return await authorized(expression, context, library, meter)
+        return await authorized(expression, context, library, meter, variables)
     except ExpressionError as e:
-        error = variable_error(expression, broken) if broken else None
-        raise _MutationError(f"expression '{expression}' resulted in error: {error or e}") from e
+        raise _MutationError(f"expression '{expression}' resulted in error: {e}") from e
 
 
 def _json_patched(obj: Obj, result: Any) -> Obj:

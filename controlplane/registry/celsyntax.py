@@ -61,7 +61,8 @@ import re
 from contextvars import ContextVar
 
 __all__ = ["CHAIN_FIELD", "CHAIN_INDEX", "ENTRIES", "MAP_OF", "MERGED", "OPTIONAL_FIELD", "OPTIONAL_INDEX",
-           "RESERVED", "STRUCT_TYPE", "TICK", "escaped_names", "literal_tokens", "metered", "rewritten", "unescaped"]
+           "RESERVED", "STRUCT_TYPE", "TICK", "VARIABLE", "VARIABLE_SET", "escaped_names", "literal_tokens", "metered",
+           "rewritten", "unescaped", "variable_reads"]
 
 OPTIONAL_FIELD, OPTIONAL_INDEX = "_cp_opt_field", "_cp_opt_index"
 CHAIN_FIELD, CHAIN_INDEX = "_cp_field", "_cp_index"
@@ -69,6 +70,7 @@ ENTRIES, MAP_OF, MERGED = "_cp_entries", "_cp_map_of", "_cp_merged"
 _ENTRY = "_cp_e"
 STRUCT_TYPE = "_cp_type"  # the key a message construction's map names its type under
 TICK = "_cp_tick"  # what a metered comprehension calls once per iteration (``metered``)
+VARIABLE, VARIABLE_SET = "_cp_variable", "_cp_variable_set"  # a policy variable's read, its has() (``variable_reads``)
 _MACROS = frozenset({"all", "exists", "exists_one", "existsOne", "map", "filter"})
 # a name, maybe qualified, then ``{``: a message construction (CEL has no other ``name {``)
 _STRUCT = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*\s*\{")
@@ -461,3 +463,54 @@ def metered(expression: str) -> str:
     if not before:
         return expression
     return "".join("".join(before.get(i, ())) + t for i, t in enumerate(tokens))
+
+
+def variable_reads(expression: str) -> str:
+    """``expression`` with each read of an admission policy's variable (``variables.name``)
+    made a call of ``VARIABLE`` (``has(variables.name)`` one of ``VARIABLE_SET``, ``variables.?name``
+    its optional), so that
+    whoever evaluates it computes a variable only when it is read (``api/policyvariables.py``,
+    as upstream's lazily evaluated composited variables)::
+
+        variable_reads("variables.replicas > 3")   # "_cp_variable('replicas') > 3"
+
+    A selection on something else (``object.variables.x``), a text in a string literal, and an
+    expression without ``variables`` are left as they are."""
+    if "variables" not in expression:
+        return expression
+    tokens = _tokens(expression)
+    significant = [i for i, t in enumerate(tokens) if not t.isspace()]
+    replaced: dict[int, tuple[int, str]] = {}  # first token -> (last token, its replacement)
+    for k, at in enumerate(significant):
+        if tokens[at] != "variables" or k + 2 >= len(significant) or (k and tokens[significant[k - 1]] == "."):
+            continue
+        dot, name = tokens[significant[k + 1]], tokens[significant[k + 2]]
+        optional = name == "?" and k + 3 < len(significant)
+        if optional:  # ``variables.?name``: the variable, present
+            name = tokens[significant[k + 3]]
+        if dot != "." or not _NAME.fullmatch(name) or name in RESERVED:
+            continue
+        after = k + 4 if optional else k + 3
+        if after < len(significant) and tokens[significant[after]] == "(":
+            continue  # a call (``variables.f()``): no variable's read
+        if optional:
+            replaced[at] = (significant[k + 3], f"optional.of({VARIABLE}('{name}'))")
+        elif k >= 2 and tokens[significant[k - 2]] == "has" and tokens[significant[k - 1]] == "(" \
+                and k + 3 < len(significant) and tokens[significant[k + 3]] == ")" \
+                and (k < 3 or tokens[significant[k - 3]] != "."):
+            replaced[significant[k - 2]] = (significant[k + 3], f"{VARIABLE_SET}('{name}')")
+        else:
+            replaced[at] = (significant[k + 2], f"{VARIABLE}('{name}')")
+    if not replaced:
+        return expression
+    out: list[str] = []
+    at = 0
+    while at < len(tokens):
+        if at in replaced:
+            last, text = replaced[at]
+            out.append(text)
+            at = last + 1
+        else:
+            out.append(tokens[at])
+            at += 1
+    return "".join(out)

@@ -294,3 +294,41 @@ async def test_the_validations_share_a_runtime_cost_budget(client: Client, monke
             await asyncio.sleep(0.01)
     else:
         raise AssertionError("failurePolicy Ignore never admitted it")
+
+
+async def test_a_variable_is_computed_once_when_read_and_costs_its_readers_budget(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's composition (``api/policyvariables.py``), the limits made small as above: a
+    variable the validations read is computed once for them all, its iterations counted against
+    their budget once (90 of 250, read three times); one nobody reads is never computed (90
+    more); three read once each cost 270, past the budget; and a variable past the per-call limit
+    fails the expressions that read it with upstream's words."""
+    from controlplane.registry import expressions
+
+    monkeypatch.setattr(expressions, "PER_CALL_LIMIT", 100)
+    monkeypatch.setattr(expressions, "RUNTIME_BUDGET", 250)
+    nested = "object.metadata.labels.all(k, object.metadata.labels.all(j, k != '' && j != ''))"  # 9 keys: 90
+    await client.create(POLICIES, policy(
+        "shared", [{"expression": "variables.heavy"}] * 3,
+        matchConditions=[{"name": "shared", "expression": "'shared' in object.metadata.labels"}],
+        variables=[{"name": "heavy", "expression": nested}, {"name": "unread", "expression": nested}]))
+    await client.create(POLICIES, policy(
+        "distinct", [{"expression": f"variables.{v}"} for v in "abc"],
+        matchConditions=[{"name": "distinct", "expression": "'distinct' in object.metadata.labels"}],
+        variables=[{"name": v, "expression": nested} for v in "abc"]))
+    await bind(client, "shared", "shared", ["Deny"])
+    await bind(client, "distinct", "distinct", ["Deny"])
+    labels = {f"l{i}": "x" for i in range(8)}
+    await client.create(DEPLOYMENTS, deployment("shared", 1, shared="x", **labels))
+    with pytest.raises(ApiError) as e:
+        await client.create(DEPLOYMENTS, deployment("distinct", 1, distinct="x", **labels))
+    assert e.value.message.endswith(
+        "ValidatingAdmissionPolicy 'distinct' with binding 'distinct' denied request: validation failed due to "
+        "running out of cost budget, no further validation rules will be run")
+    labels["l8"] = "x"
+    with pytest.raises(ApiError) as e:  # 10 keys: 110 in the variable's own evaluation
+        await client.create(DEPLOYMENTS, deployment("costly", 1, shared="x", **labels))
+    assert e.value.message.endswith(
+        "ValidatingAdmissionPolicy 'shared' with binding 'shared' denied request: expression 'variables.heavy' "
+        'resulted in error: composited variable "heavy" fails to evaluate: operation cancelled: actual cost limit '
+        "exceeded")
