@@ -30,7 +30,11 @@ def test_reads_are_rewritten_outside_string_literals_only() -> None:
 def test_a_variable_is_computed_once_and_only_when_read() -> None:
     calls: list[int] = []
     context, _, _ = evaluation([("counted", "count() + 1"), ("broken", "object.missing")], object={})
-    context.add_function("count", lambda: calls.append(1) or len(calls))
+    def count() -> int:
+        calls.append(1)
+        return len(calls)
+
+    context.add_function("count", count)
     assert evaluate(reads("variables.counted == variables.counted"), context) is True
     assert evaluate(reads("variables.counted"), context) == 2 and calls == [1]
     assert evaluate(reads("false && variables.broken"), context) is False
