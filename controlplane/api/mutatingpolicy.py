@@ -7,7 +7,8 @@ Where in a write (``api/rest.py``): the last mutating admission before the mutat
 webhooks, as upstream's plugin order has it (``pkg/kubeapiserver/options/plugins.go``)::
 
     built-in mutating admission -> MutatingAdmissionPolicy -> mutating webhooks
-    -> MutatingAdmissionPolicy again, its IfNeeded policies, if the object changed since they ran
+    -> (a second round, if a policy applied a mutation or a webhook changed the object)
+       MutatingAdmissionPolicy's IfNeeded policies -> the IfNeeded webhooks it asks for
 
 A create, an update, a subresource written by a handler of its own (with its own kind) or a
 CONNECT (its options) is mutated by every MutatingAdmissionPolicyBinding (in name order) whose
@@ -34,14 +35,16 @@ An error (an expression that fails or makes the wrong type, a patch that does no
 fails the request unless the policy's ``failurePolicy`` is ``Ignore``, with upstream's
 Status: code 403, reason ``Invalid``, ``policy 'p' with binding 'b' denied request: <error>``.
 
-Reinvocation, as upstream's: a policy with ``reinvocationPolicy: IfNeeded`` runs once more
-after the webhooks when they changed the object, or when a later policy did.
+Reinvocation, as upstream's (``Reinvocation``; ``api/rest.py`` runs the rounds): a policy
+that applied a mutation, changing the object or not (upstream's ``Dirty`` attributes), or a
+webhook that changed it, asks for a second round, where every IfNeeded policy invoked in the
+first runs once more, then the IfNeeded webhooks the changes ask for (``webhooks.HookReinvocation``).
 
 Message constructions are rewritten into maps naming their type (``registry/celsyntax.py``):
 the interpreter parses them but cannot evaluate them. Parameters as a validating policy's
 (``api/policyparams.py``): applied once per param, ``params`` in every expression; ``authorizer``
-(``api/celauthz.py``) in the variables, match conditions and mutations. Not done: a webhook
-reinvoked after a policy's reinvocation changed the object, and the expressions' result types
+(``api/celauthz.py``) in the variables, match conditions and mutations. Not done: the built-in
+mutating admission run again in the second round, and the expressions' result types
 at the policy's write but for whole literals (``registry/mutatingpolicies.py``; the others are
 checked when they run).
 """
@@ -82,27 +85,31 @@ Invocation = tuple[str, str, str]  # (binding, param namespace, param name): ups
 
 
 class _MutationError(Exception):
-    """A mutation that fails: the policy's failurePolicy decides."""
+    """A mutation that fails: the policy's failurePolicy decides. ``invoked``: the policy's match
+    conditions took the request in (its mutations failed, not its conditions)."""
+
+    def __init__(self, message: str, invoked: bool = True) -> None:
+        super().__init__(message)
+        self.invoked = invoked
 
 
 class Reinvocation:
     """What one write's first round of policies leaves for the second (upstream's
-    ``policyReinvokeContext``): the IfNeeded invocations made, those to run again because a
-    later policy changed the object, and the object as the policies left it."""
+    ``policyReinvokeContext``, as its dispatcher fills it in): the IfNeeded invocations made
+    (their match conditions true), and whether a mutation was applied (upstream's ``Dirty``
+    versioned attributes, which mark every IfNeeded invocation made to run again, the round's
+    own changes aside)."""
 
-    __slots__ = ("again", "invoked", "output")
+    __slots__ = ("applied", "invoked")
 
     def __init__(self) -> None:
         self.invoked: list[Invocation] = []  # the IfNeeded invocations made (a binding with a param), in order
-        self.again: set[Invocation] = set()  # of those, the ones a later policy's change asks to run again
-        self.output: Any = None  # the object the policies left (the caller notes it): did the webhooks change it?
+        self.applied = False  # a mutation was applied (the object changed or not): the write is admitted again
 
-    def needed(self, obj: Obj | None) -> list[Invocation]:
-        """The invocations to make again: every IfNeeded one made when the object changed since
-        the policies left it, else those a later policy's change asked for."""
-        if obj is not None and obj != self.output:
-            return list(self.invoked)
-        return [b for b in self.invoked if b in self.again]
+    def needed(self, changed: bool) -> list[Invocation]:
+        """The invocations to make again: every IfNeeded one made, when a mutation was applied or
+        the object changed since the policies ran (``changed``: the webhooks changed it); else none."""
+        return list(self.invoked) if self.applied or changed else []
 
 
 class MutatingPolicies(BoundPolicies):
@@ -211,24 +218,31 @@ class MutatingPolicies(BoundPolicies):
                         library.install(each)
                 context.add_variable("params", param)
                 before = work
+                reinvocable = reinvocation is not None and only is None and \
+                    pspec.get("reinvocationPolicy") == "IfNeeded"
                 try:
                     if matched is rtype:
-                        work = await self._apply(policy, rtype, work, context, library, meter)
+                        result = await self._apply(policy, rtype, work, context, library, meter)
+                        work = result if result is not None else work
                     else:  # in the version matched, and back (upstream's versioned attributes)
                         versioned = await as_version(self.kube, work, rtype, matched) or work
                         result = await self._apply(policy, matched, versioned, context, library, meter)
-                        if result != versioned:
+                        if result is not None and result != versioned:
                             work = await as_version(self.kube, result, matched, rtype) or work
                 except _MutationError as e:
                     if not ignore:
                         failed.append((f"policy '{pname}' with binding '{bname}' denied request: {e}", "Invalid"))
+                    if reinvocable and e.invoked and reinvocation is not None:  # (its conditions held: invoked)
+                        reinvocation.invoked.append(key)
                     continue
+                if result is None:
+                    continue  # a match condition said no: not invoked (upstream's)
                 if work != before:
                     changed_any = True
-                    if reinvocation is not None:  # the IfNeeded ones before it are to run again
-                        reinvocation.again.update(reinvocation.invoked)
-                if reinvocation is not None and only is None and pspec.get("reinvocationPolicy") == "IfNeeded":
-                    reinvocation.invoked.append(key)
+                if reinvocation is not None:
+                    reinvocation.applied = True
+                    if reinvocable:
+                        reinvocation.invoked.append(key)
         errors = configuration + failed
         if errors:  # upstream's: 403, the first error's message (and reason, else Forbidden), each a cause
             message, reason = errors[0]
@@ -250,9 +264,9 @@ class MutatingPolicies(BoundPolicies):
         return orjson.loads(raw) if raw is not None else None
 
     async def _apply(self, policy: Obj, rtype: ResourceType, obj: Obj, context: Any,
-                     library: AuthorizerLibrary | None, meter: Meter) -> Obj:
-        """``obj`` after ``policy``'s mutations (``obj`` itself when its match conditions say
-        no); raises ``_MutationError``. ``library``: the request's ``authorizer``, which the
+                     library: AuthorizerLibrary | None, meter: Meter) -> Obj | None:
+        """``obj`` after ``policy``'s mutations (None when its match conditions say no); raises
+        ``_MutationError``. ``library``: the request's ``authorizer``, which the
         variables, match conditions and mutations ask, as upstream's."""
         pspec = policy.get("spec") or {}
         declared = pspec.get("variables")
@@ -266,9 +280,9 @@ class MutatingPolicies(BoundPolicies):
                 errors.append(str(e))
                 continue
             if value is False:
-                return obj  # a false condition: the policy does not apply, whatever errors others had
+                return None  # a false condition: the policy does not apply, whatever errors others had
         if errors:
-            raise _MutationError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+            raise _MutationError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]", invoked=False)
         for mutation in pspec.get("mutations") or ():
             # each mutation its own evaluation, of the object the one before made (upstream's activation)
             context.add_variable("object", obj)

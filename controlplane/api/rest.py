@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import dataclasses
 import ipaddress
 import logging
@@ -192,7 +191,7 @@ from .tokenrequest import TokenIssuer, token_request_looked_up
 from .topologylabels import NodeTopology, bound_labels
 from .typemeta import EVICTION_ALSO, EVICTION_TYPE, check_patched_type_meta, check_type_meta
 from .uids import new_uid, random_suffix
-from .webhooks import AdmissionWebhooks
+from .webhooks import AdmissionWebhooks, HookReinvocation
 
 log = logging.getLogger("controlplane.api")
 
@@ -1834,9 +1833,13 @@ class KubeApi:
                                   kind: tuple[str, str, str] | None = None, generated_name: bool = False,
                                   default: bool = True) -> bool:
         """The last mutating admission of a write, in upstream's plugin order: the
-        MutatingAdmissionPolicies (api/mutatingpolicy.py), the mutating webhooks, then the
-        policies with ``reinvocationPolicy: IfNeeded`` again if the webhooks (or a later
-        policy) changed the object since they ran. ``obj`` is changed in place and defaulted
+        MutatingAdmissionPolicies (api/mutatingpolicy.py), the mutating webhooks; then, when a
+        policy applied a mutation or a webhook changed the object, the second round of
+        upstream's admission chain (``admission/reinvocation.go``): the policies with
+        ``reinvocationPolicy: IfNeeded`` invoked in the first (if a mutation was applied or
+        the webhooks changed the object), then the IfNeeded webhooks a later webhook's change
+        asked for (all those called since the last change too if the policies' second round
+        changed the object), each at most once more. ``obj`` is changed in place and defaulted
         again after each that changed it (``default``); True: one did. Two generation
         comparisons while neither policy bindings nor webhooks are stored."""
         policies = self._mutating_policies
@@ -1849,23 +1852,32 @@ class KubeApi:
             return False
         changed = False
         reinvocation = Reinvocation()
+        hooks = HookReinvocation()
         user = REQUEST_USER.get()
         if policies is not None and await policies.mutate(rtype, namespace, name, operation, obj, old, subresource,
                                                           user, kind, generated_name, reinvocation):
             changed = True
             if default:
                 self._default_patched(rtype, obj)
-        if webhooks is not None:
-            if reinvocation.invoked:
-                reinvocation.output = copy.deepcopy(obj)
-            if await webhooks.mutate(rtype, namespace, name, operation, obj, old, subresource,
-                                     generated_name=generated_name, kind=kind):
-                changed = True
-                if default:
-                    self._default_patched(rtype, obj)
-        again = reinvocation.needed(obj if webhooks is not None else None) if reinvocation.invoked else []
-        if again and policies is not None and await policies.mutate(
-                rtype, namespace, name, operation, obj, old, subresource, user, kind, generated_name, only=again):
+        if webhooks is not None and await webhooks.mutate(rtype, namespace, name, operation, obj, old, subresource,
+                                                          generated_name=generated_name, kind=kind,
+                                                          reinvocation=hooks):
+            changed = True
+            if default:
+                self._default_patched(rtype, obj)
+        if not reinvocation.applied and not hooks.changed:
+            return changed  # nothing asks for the second round
+        # the second round (the in-tree plugins are not run again here, unlike upstream's)
+        again = reinvocation.needed(hooks.changed)
+        policies_changed = bool(again) and policies is not None and await policies.mutate(
+            rtype, namespace, name, operation, obj, old, subresource, user, kind, generated_name, only=again)
+        if policies_changed:
+            changed = True
+            if default:
+                self._default_patched(rtype, obj)
+        if webhooks is not None and await webhooks.mutate(rtype, namespace, name, operation, obj, old, subresource,
+                                                          generated_name=generated_name, kind=kind,
+                                                          again=hooks.needed(policies_changed)):
             changed = True
             if default:
                 self._default_patched(rtype, obj)

@@ -37,7 +37,8 @@ webhook that cannot be called, or answers nonsense, fails the request with 500
 ...``) unless its ``failurePolicy`` is ``Ignore``. A dry run refuses (400) a webhook
 whose ``sideEffects`` is not None or NoneOnDryRun. A mutating webhook with
 ``reinvocationPolicy: IfNeeded`` is called once more when a later webhook changed
-the object.
+the object, or when the mutating admission policies' second round did (``HookReinvocation``:
+the write's caller runs the rounds, ``api/rest.py``).
 
 ``--admission-webhooks`` decides about webhooks whose Service nothing on this
 machine answers for (one backed by simulated pods, one that does not exist):
@@ -112,7 +113,7 @@ from .webhookcall import CallError, Unreachable, WebhookClients, resolve
 if TYPE_CHECKING:
     from .rest import KubeApi
 
-__all__ = ["MODES", "AdmissionWebhooks"]
+__all__ = ["MODES", "AdmissionWebhooks", "HookReinvocation"]
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,35 @@ class Invocation:
     under ``matchPolicy: Equivalent``, another served version of the same stored resource."""
     hook: Hook
     rtype: ResourceType
+
+
+class HookReinvocation:
+    """What one write's first round of mutating webhooks leaves for the second (upstream's
+    ``webhookReinvokeContext``): the IfNeeded webhooks called since the last change, those a
+    later change asks to call again, and whether a webhook changed the object (the write is
+    admitted again, upstream's ``SetShouldReinvoke``)."""
+
+    __slots__ = ("again", "changed", "invoked")
+
+    def __init__(self) -> None:
+        self.invoked: list[tuple[str, str]] = []  # (configuration, webhook) of the IfNeeded ones since a change
+        self.again: set[tuple[str, str]] = set()
+        self.changed = False
+
+    def call(self, hook: Hook, changed: bool) -> None:
+        """Note a first round's call of ``hook`` (``changed``: its patch changed the object)."""
+        if changed:  # every IfNeeded one called before it, to be called again
+            self.changed = True
+            self.again.update(self.invoked)
+            self.invoked = []
+        if hook.spec.get("reinvocationPolicy") == "IfNeeded":
+            self.invoked.append((hook.configuration, hook.name))
+
+    def needed(self, changed: bool) -> set[tuple[str, str]]:
+        """The webhooks to call again: those a later webhook's change asked for, and, when
+        the object changed since the webhooks' first round (``changed``: a policy's
+        reinvocation changed it), the IfNeeded ones called after the last change too."""
+        return self.again | set(self.invoked) if changed else set(self.again)
 
 
 class _Configurations:
@@ -206,16 +236,24 @@ class AdmissionWebhooks:
 
     async def mutate(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
                      obj: Obj | None, old: Obj | None, subresource: str | None, options: Obj | None = None,
-                     generated_name: bool = False, kind: tuple[str, str, str] | None = None) -> bool:
+                     generated_name: bool = False, kind: tuple[str, str, str] | None = None,
+                     reinvocation: HookReinvocation | None = None,
+                     again: set[tuple[str, str]] | None = None) -> bool:
         """Call the mutating webhooks that match; their patches change ``obj`` in place
         (True: one did; the caller defaults the object again, as upstream).
+
+        ``reinvocation``: the first round of a write whose caller runs the second (after the
+        mutating admission policies' own, as upstream's admission chain is run again), noting
+        in it what that round needs; ``again``: the second round's webhooks (``needed``),
+        called only if they still match. Without either, the IfNeeded webhooks that a later
+        one's change asks for are called again at once.
 
         A create's object is shown as upstream's admission sees it, before the
         strategy fills in the system's fields: no uid, no creationTimestamp (a zero one,
         which Go omits since 1.34), and no name when the name is to be generated; these
         are put back after."""
         hooks = await self._mutating.hooks()
-        if not hooks:
+        if not hooks or (again is not None and not again):
             return False
         request = Request(rtype, namespace or "", "" if generated_name else name, operation, None, old,
                           subresource or "", self._options(operation, options), kind)
@@ -229,20 +267,21 @@ class AdmissionWebhooks:
                 if generated_name:
                     kept["name"] = meta.pop("name", None)
             request.obj = shown
-        reinvocable: list[int] = []  # the IfNeeded webhooks called so far, by index
-        again: set[int] = set()  # those called before a later webhook changed the object
+        state = reinvocation if reinvocation is not None else HookReinvocation()
         patched_any = False
         for i, hook in enumerate(hooks):
-            changed = await self._call_mutating(hook, request, 0, i)
+            if again is not None and (hook.configuration, hook.name) not in again:
+                continue  # (upstream's: a webhook is never called first in the second round)
+            changed = await self._call_mutating(hook, request, 0 if again is None else 1, i)
             if changed is None:
                 continue
-            if changed:
-                patched_any = True
-                again.update(j for j in reinvocable if j != i)
-            if hook.spec.get("reinvocationPolicy") == "IfNeeded":
-                reinvocable.append(i)
-        for i in sorted(again):  # once more each, in order (upstream's reinvocation round)
-            await self._call_mutating(hooks[i], request, 1, i)
+            patched_any = patched_any or changed
+            if again is None:
+                state.call(hook, changed)
+        if reinvocation is None and again is None:  # once more each, in order (upstream's second round)
+            for i, hook in enumerate(hooks):
+                if (hook.configuration, hook.name) in state.again:
+                    await self._call_mutating(hook, request, 1, i)
         if not patched_any:
             return False
         if obj is not None and request.obj is not None:

@@ -262,3 +262,53 @@ def test_a_patch_that_does_not_apply_is_refused_in_upstreams_words(served: Serve
         r = http.post(CMS, json={"metadata": {"name": "applied", "labels": {"case": "go-patch"}, "annotations": {}},
                                  "data": {"missing": "a"}})
         assert r.status_code == 201, r.text  # (the match condition leaves it out: nothing refused)
+
+
+def _counter(key: str) -> str:
+    """An apply configuration counting the policy's runs in an annotation ``key``."""
+    return (f'Object{{metadata: Object.metadata{{annotations: {{"{key}": has(object.metadata.annotations) && '
+            f'"{key}" in object.metadata.annotations ? string(int(object.metadata.annotations["{key}"]) + 1) '
+            f': "1"}}}}}}')
+
+
+def test_policies_and_webhooks_share_one_second_round(served: Serve, hook: WebhookServer) -> None:
+    """Upstream's admission chain run a second time (``admission/reinvocation.go``, the policies'
+    and webhooks' dispatchers): a policy that applied a mutation asks for it, and every IfNeeded
+    policy invoked runs once more (upstream's ``Dirty`` attributes: even when nothing after it
+    changed the object), a Never one not; then an IfNeeded webhook is called again when the
+    policies' second round changed the object, though no later webhook did."""
+    token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+    with httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        r = http.post("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", json={
+            "metadata": {"name": "rounds"}, "webhooks": [{
+                "name": "count.rounds.example.com", "reinvocationPolicy": "IfNeeded",
+                "clientConfig": {"url": hook.url("/count"), "caBundle": hook.ca_bundle},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["configmaps"]}],
+                "objectSelector": {"matchLabels": {"case": "rounds"}},
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", "rounds")
+        constraints = {"resourceRules": [CONFIGMAPS_RULE], "objectSelector": {"matchExpressions": [
+            {"key": "case", "operator": "In", "values": ["rounds", "alone"]}]}}
+        seen = ('Object{metadata: Object.metadata{annotations: {"seen": has(object.metadata.annotations) && '
+                '"calls" in object.metadata.annotations ? object.metadata.annotations["calls"] : "none"}}}')
+        made = (("rounds-if-needed", [apply_configuration(seen), apply_configuration(_counter("runs"))], "IfNeeded"),
+                ("rounds-a-never", [apply_configuration(_counter("never-runs"))], "Never"))
+        for name, mutations, reinvocation in made:
+            assert http.post(POLICIES, json=policy(name, *mutations, reinvocationPolicy=reinvocation,
+                                                   matchConstraints=constraints)).status_code == 201
+            assert http.post(BINDINGS, json={"metadata": {"name": name}, "spec": {"policyName": name}}).status_code \
+                == 201
+        _wait_listed(http, BINDINGS, "rounds-if-needed")
+        _wait_listed(http, BINDINGS, "rounds-a-never")
+        # no webhook, and no policy after the IfNeeded one (the bindings in name order): run again all the same
+        r = http.post(CMS, json={"metadata": {"name": "alone", "labels": {"case": "alone"}}})
+        assert r.status_code == 201, r.text
+        assert r.json()["metadata"]["annotations"] == {"seen": "none", "runs": "2", "never-runs": "1"}
+        r = http.post(CMS, json={"metadata": {"name": "rounds", "labels": {"case": "rounds"}}})
+        assert r.status_code == 201, r.text
+        # the policy saw the webhook's first call the second time, and the webhook was called again after it
+        assert r.json()["metadata"]["annotations"] == {"seen": "1", "runs": "2", "never-runs": "1", "calls": "2"}
+        reviews = [s for s in hook.seen("/count") if s["name"] == "rounds"]
+        assert [s["object"]["metadata"]["annotations"].get("seen") for s in reviews] == ["none", "1"]
