@@ -46,7 +46,7 @@ annotation naming it fails as it runs, as upstream evaluates those without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from .rbac import User
     from .rest import KubeApi
 
-__all__ = ["REQUEST_USER", "AdmissionPolicies"]
+__all__ = ["REQUEST_USER", "AdmissionPolicies", "BoundPolicies", "Matching"]
 
 Obj = dict[str, Any]
 REQUEST_USER: ContextVar[User | None] = ContextVar("controlplane_request_user", default=None)
@@ -242,6 +242,95 @@ class BoundPolicies:
         """Whether a write must be dispatched: False only when no binding is stored (O(1))."""
         return not self.bindings.known_empty()
 
+    async def _namespace(self, name: str) -> Obj | None:
+        namespaces = self.kube.registry.get("", "v1", "namespaces")
+        if namespaces is None:
+            return None
+        raw = await self.kube.reads.get(namespaces, None, name, "0")
+        return orjson.loads(raw) if raw is not None else None
+
+
+Invoked = tuple[Obj, Obj, ResourceType, list[Any]]  # (binding, policy, the version matched, its params)
+
+
+class Matching:
+    """One request's matching against the bindings of a kind of policy, as both dispatchers
+    match (upstream's generic policy dispatcher): each binding whose policy exists, whose
+    ``matchConstraints`` take the request in (the version they take it in as), whose policy's
+    ``paramKind`` is served, whose ``matchResources`` take it in too, with its params
+    (``invocations``); configuration errors (``ParamError``) handed to the caller, which words
+    them. The request's namespace is read once, when a selector or a context needs it
+    (``namespace``; ``namespaced_only``: only for a namespaced resource)."""
+
+    def __init__(self, owner: BoundPolicies, rtype: ResourceType, namespace: str | None, name: str, operation: str,
+                 obj: Obj | None, old: Obj | None, subresource: str | None, kind: tuple[str, str, str] | None,
+                 namespaced_only: bool = False) -> None:
+        self._owner = owner
+        self._request = (rtype, namespace, operation, obj, old, subresource)
+        self._name = name
+        self._kind = kind
+        self._namespaced_only = namespaced_only
+        self._found: list[ResourceType] | None = None
+        self._read = False
+        self.namespace_object: Obj | None = None
+
+    def equivalents(self) -> list[ResourceType]:
+        """The request's resource's other served versions (asked once, when a rule does not
+        name its own; a subresource of a kind of its own has none)."""
+        if self._found is None:
+            self._found = equivalent_types(self._owner.kube.registry, self._request[0]) if self._kind is None else []
+        return self._found
+
+    async def namespace(self) -> Obj | None:
+        """The request's namespace (read once; None outside one or when it does not exist)."""
+        rtype, namespace = self._request[0], self._request[1]
+        if namespace and not self._read and (rtype.namespaced or not self._namespaced_only):
+            self.namespace_object, self._read = await self._owner._namespace(namespace), True
+        return self.namespace_object
+
+    async def invocations(self, bindings: list[Obj], policies: dict[Any, Obj],
+                          refused: Callable[[Obj, Obj | None, ParamError], None]) -> AsyncIterator[Invoked]:
+        """Each of ``bindings`` (in their order) that takes the request in, with its policy,
+        the version matched and its params (empty: none found under ``parameterNotFoundAction:
+        Allow``); ``refused(policy, binding, error)`` for each configuration error (the
+        policy's ``paramKind`` not served: binding None)."""
+        rtype, namespace, operation, obj, old, subresource = self._request
+        for binding in bindings:
+            bspec = binding.get("spec") or {}
+            policy = policies.get(bspec.get("policyName"))
+            if policy is None:
+                continue
+            pspec = policy.get("spec") or {}
+            if (pspec.get("matchConstraints") or {}).get("namespaceSelector") \
+                    or (bspec.get("matchResources") or {}).get("namespaceSelector"):
+                await self.namespace()
+            # matched on the object as it came (upstream matches before it invokes any policy), in the
+            # request's version or, under matchPolicy Equivalent, another the policy names
+            matched = AdmissionPolicies._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation,
+                                                 obj, old, subresource, self.namespace_object, self._name,
+                                                 self.equivalents)
+            if matched is None:
+                continue
+            param_type = None
+            if pspec.get("paramKind"):  # (upstream: a policy's configuration error, before its bindings match)
+                try:
+                    param_type = self._owner.params.param_type(pspec["paramKind"])
+                except ParamError as e:
+                    refused(policy, None, e)
+                    continue
+                if param_type is None:
+                    continue  # an apiVersion upstream does not parse: the policy is not applied
+            if bspec.get("matchResources") and AdmissionPolicies._matches(
+                    bspec["matchResources"], rtype, namespace, operation, obj, old, subresource,
+                    self.namespace_object, self._name, self.equivalents) is None:
+                continue
+            try:
+                params = await self._owner.params.collect(param_type, bspec.get("paramRef"), namespace)
+            except ParamError as e:
+                refused(policy, binding, e)
+                continue
+            yield binding, policy, matched, params
+
 
 class AdmissionPolicies(BoundPolicies):
     """The ValidatingAdmissionPolicies' dispatcher (upstream's validating plugin)."""
@@ -278,53 +367,15 @@ class AdmissionPolicies(BoundPolicies):
         contexts: dict[str, Any] = {}  # the expressions' variables, by the version matched
         library: AuthorizerLibrary | None = None
         meter = Meter()  # the bound on the expressions' work, for upstream's runtime cost limits
-        namespace_object: Obj | None = None
-        found: list[ResourceType] | None = None
-
-        def equivalents() -> list[ResourceType]:  # asked once per request, when a rule does not name its own
-            nonlocal found
-            if found is None:
-                found = equivalent_types(self.kube.registry, rtype) if kind is None else []
-            return found
-
-        for binding in bindings:
-            bspec = binding.get("spec") or {}
-            policy = policies.get(bspec.get("policyName"))
-            if policy is None:
-                continue
-            pspec = policy.get("spec") or {}
-            if namespace and namespace_object is None and (
-                    (pspec.get("matchConstraints") or {}).get("namespaceSelector")
-                    or (bspec.get("matchResources") or {}).get("namespaceSelector")):
-                namespace_object = await self._namespace(namespace)
-            matched = self._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation, obj, old,
-                                    subresource, namespace_object, name, equivalents)
-            if matched is None:
-                continue
-            param_type = None
-            if pspec.get("paramKind"):  # (upstream: a policy's configuration error, before its bindings match)
-                try:
-                    param_type = self.params.param_type(pspec["paramKind"])
-                except ParamError as e:
-                    self._configuration_error(policy, None, e, verdicts)
-                    continue
-                if param_type is None:
-                    continue  # an apiVersion upstream does not parse: the policy is not applied
-            if bspec.get("matchResources") and self._matches(
-                    bspec["matchResources"], rtype, namespace, operation, obj, old, subresource, namespace_object,
-                    name, equivalents) is None:
-                continue
-            try:
-                params = await self.params.collect(param_type, bspec.get("paramRef"), namespace)
-            except ParamError as e:
-                self._configuration_error(policy, binding, e, verdicts)
-                continue
+        matching = Matching(self, rtype, namespace, name, operation, obj, old, subresource, kind)
+        async for binding, policy, matched, params in matching.invocations(
+                bindings, policies, lambda p, b, e: self._configuration_error(p, b, e, verdicts)):
             if not params:
                 continue  # none found, parameterNotFoundAction Allow: nothing to evaluate
+            pspec = policy.get("spec") or {}
             context = contexts.get(matched.api_version)
             if context is None:
-                if namespace and namespace_object is None:
-                    namespace_object = await self._namespace(namespace)
+                namespace_object = await matching.namespace()
                 try:  # the objects in the version matched (upstream's NewVersionedAttributes)
                     shown, shown_old = (await as_version(self.kube, obj, rtype, matched),
                                         await as_version(self.kube, old, rtype, matched))
@@ -358,13 +409,6 @@ class AdmissionPolicies(BoundPolicies):
         if binding is not None:
             shown += f" with binding '{binding['metadata']['name']}'"
         verdicts.deny(f"{shown} denied request: {error.configured}")
-
-    async def _namespace(self, name: str) -> Obj | None:
-        namespaces = self.kube.registry.get("", "v1", "namespaces")
-        if namespaces is None:
-            return None
-        raw = await self.kube.reads.get(namespaces, None, name, "0")
-        return orjson.loads(raw) if raw is not None else None
 
     @staticmethod
     def _matches(constraints: Obj, rtype: ResourceType, namespace: str | None, operation: str, obj: Obj | None,

@@ -54,8 +54,6 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from ..registry.celsyntax import STRUCT_TYPE
 from ..registry.expressions import ExpressionError, Meter
 from ..registry.shapes import Kind, Shape, custom_shape, shape_for
@@ -65,12 +63,13 @@ from . import gojsonpatch
 from .admissionpolicy import (
     AdmissionPolicies,
     BoundPolicies,
+    Matching,
     authorized,
     forbidden_details,
     uses_authorizer,
 )
 from .celauthz import AuthorizerLibrary
-from .equivalents import as_version, equivalent_types
+from .equivalents import as_version
 from .errors import ApiError
 from .policyparams import ParamError
 from .policyvariables import Variables
@@ -131,68 +130,34 @@ class MutatingPolicies(BoundPolicies):
         policies = {(p.get("metadata") or {}).get("name"): p for p in await self.policies.of("")}
         work: Obj = obj  # copied (as admission shows it) once a binding matches: until then, read only
         kept: Obj | None = None
-        namespace_object: Obj | None = None
-        namespace_read = False
         contexts: dict[str, Any] = {}  # the expressions' variables, by the version matched
         library: AuthorizerLibrary | None = None
-        found: list[ResourceType] | None = None
-
-        def equivalents() -> list[ResourceType]:  # asked once per request, when a rule does not name its own
-            nonlocal found
-            if found is None:
-                found = equivalent_types(self.kube.registry, rtype) if kind is None else []
-            return found
-
         meter = Meter()  # the bound on each expression's work, for upstream's per-call cost limit
         changed_any = False
         configuration: list[tuple[str, str]] = []  # the errors to refuse with, (message, reason), in order
         failed: list[tuple[str, str]] = []
         reported: set[str] = set()  # the policies whose paramKind is not served (reported once each)
-        rerun = {key[0] for key in only} if only is not None else None
-        for binding in bindings:
+
+        def refused(policy: Obj, binding: Obj | None, error: ParamError) -> None:
+            pname = str(policy["metadata"]["name"])
+            if (policy.get("spec") or {}).get("failurePolicy") == "Ignore":
+                return
+            if binding is not None:
+                configuration.append((f"policy '{pname}' with binding '{binding['metadata']['name']}' denied request: "
+                                      f"{error.configured}", ""))
+            elif pname not in reported:
+                reported.add(pname)
+                configuration.append((f'policy "{pname}" denied request: {error.configured}', ""))  # (Go's %q)
+
+        if only is not None:
+            rerun = {key[0] for key in only}
+            bindings = [b for b in bindings if b["metadata"]["name"] in rerun]
+        matching = Matching(self, rtype, namespace, name, operation, obj, old, subresource, kind, namespaced_only=True)
+        async for binding, policy, matched, params in matching.invocations(bindings, policies, refused):
             bname = binding["metadata"]["name"]
-            if rerun is not None and bname not in rerun:
-                continue
-            bspec = binding.get("spec") or {}
-            policy = policies.get(bspec.get("policyName"))
-            if policy is None:
-                continue
             pspec = policy.get("spec") or {}
             pname = str(policy["metadata"]["name"])
             ignore = pspec.get("failurePolicy") == "Ignore"
-            if namespace and not namespace_read and rtype.namespaced and (
-                    (pspec.get("matchConstraints") or {}).get("namespaceSelector")
-                    or (bspec.get("matchResources") or {}).get("namespaceSelector")):
-                namespace_object, namespace_read = await self._namespace(namespace), True
-            # matched on the object as it came (upstream matches before it invokes any policy), in the
-            # request's version or, under matchPolicy Equivalent, another the policy names
-            matched = AdmissionPolicies._matches(pspec.get("matchConstraints") or {}, rtype, namespace, operation,
-                                                 obj, old, subresource, namespace_object, name, equivalents)
-            if matched is None:
-                continue
-            param_type = None
-            if pspec.get("paramKind"):  # (upstream: a policy's configuration error, before its bindings match)
-                try:
-                    param_type = self.params.param_type(pspec["paramKind"])
-                except ParamError as e:
-                    if not ignore and pname not in reported:
-                        shown = f'"{pname}"'  # (Go's %q of a DNS name)
-                        configuration.append((f"policy {shown} denied request: {e.configured}", ""))
-                    reported.add(pname)
-                    continue
-                if param_type is None:
-                    continue  # an apiVersion upstream does not parse: the policy is not applied
-            if bspec.get("matchResources") and AdmissionPolicies._matches(
-                    bspec["matchResources"], rtype, namespace, operation, obj, old, subresource, namespace_object,
-                    name, equivalents) is None:
-                continue
-            try:
-                params = await self.params.collect(param_type, bspec.get("paramRef"), namespace)
-            except ParamError as e:
-                if not ignore:
-                    configuration.append((f"policy '{pname}' with binding '{bname}' denied request: {e.configured}",
-                                          ""))
-                continue
             for param in params:  # the policy applied once per param (none: parameterNotFoundAction Allow)
                 meta = (param or {}).get("metadata") or {}
                 key = (bname, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -202,12 +167,10 @@ class MutatingPolicies(BoundPolicies):
                     work, kept = _shown(obj, operation, generated_name)
                 context = contexts.get(matched.api_version)
                 if context is None:
-                    if namespace and not namespace_read and rtype.namespaced:
-                        namespace_object, namespace_read = await self._namespace(namespace), True
                     context = contexts[matched.api_version] = AdmissionPolicies._context(
                         rtype, namespace, name if not generated_name else "", operation, None,
-                        await as_version(self.kube, old, rtype, matched), subresource, user, namespace_object, kind,
-                        matched)
+                        await as_version(self.kube, old, rtype, matched), subresource, user,
+                        await matching.namespace(), kind, matched)
                     meter.install(context)
                     if library is not None:
                         library.install(context)
@@ -255,13 +218,6 @@ class MutatingPolicies(BoundPolicies):
             obj.clear()
             obj.update(work)
         return changed_any
-
-    async def _namespace(self, name: str) -> Obj | None:
-        namespaces = self.kube.registry.get("", "v1", "namespaces")
-        if namespaces is None:
-            return None
-        raw = await self.kube.reads.get(namespaces, None, name, "0")
-        return orjson.loads(raw) if raw is not None else None
 
     async def _apply(self, policy: Obj, rtype: ResourceType, obj: Obj, context: Any,
                      library: AuthorizerLibrary | None, meter: Meter) -> Obj | None:
