@@ -124,8 +124,10 @@ async def test_an_event_is_named_by_its_object_and_the_nanoseconds_in_hex(client
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """As client-go's ``makeEvent``: ``<object>.<UnixNano in hex>``, nothing after; two events
     about one object in one clock tick still get two names."""
+    import time
+
     import controlplane.controllers.events as events_module
-    monkeypatch.setattr(events_module.time, "time_ns", lambda: 1_796_550_000_123_456_789)
+    monkeypatch.setattr(time, "time_ns", lambda: 1_796_550_000_123_456_789)
     monkeypatch.setattr(events_module, "_last_nanos", 0)  # (an earlier test's events: later than this clock)
     recorder = Recorder(client, "horizontal-pod-autoscaler")
     recorder.record("HorizontalPodAutoscaler", HPA, "FailedGetScale", "no scale", "Warning")
