@@ -5,6 +5,9 @@ Servers serve TLS by default. Each test server gets a copy of one PKI made here
 reuses it), and ``SSL_CERT_FILE`` makes httpx trust its CA, so tests reach any
 server with a plain ``httpx.get(served.url + ...)``. kubectl and the
 ``kubernetes`` client trust it through the kubeconfig, as users' clients do.
+
+Every test must leave the process's signal handling as it found it (``tests/signalguard.py``
+fails the one that does not).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from controlplane.pki import ensure_service_account_key, ensure_serving_pki
 
 if TYPE_CHECKING:
     from tests.test_cli import Serve
+
+pytest_plugins = ("tests.signalguard",)
 
 TEST_PKI = Path(tempfile.mkdtemp(prefix="controlplane-test-pki-"))
 
