@@ -55,12 +55,14 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except AddressInUse as e:
         print(e, file=sys.stderr)
         return 1
-    signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops it as a Ctrl-C does: cleanly, exit 0
+    before = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops it as a Ctrl-C does: cleanly, exit 0
     try:
         return asyncio.run(_main(args, sock))
     except KeyboardInterrupt:
         return 0
     finally:
+        if before is not None:  # the caller's own, where it is one (tests run it in process)
+            signal.signal(signal.SIGTERM, before)
         if sock is not None:
             sock.close()
 
