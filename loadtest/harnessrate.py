@@ -19,7 +19,6 @@ import argparse
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -71,20 +70,17 @@ def _check_target(target: str, path: str, auth: Credentials) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .run import _terminate
+    from .run import terminated_by_signals
 
     # SIGTERM (a CI job's end, timeout) killed the harness alone and left the tiny server running
     # for good, and Locust to the end of its --duration; SIGINT from a background shell was ignored.
     # They, and SIGHUP, unwind through the finally blocks below, which stop them all
-    before = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        return _main(argv)
+        with terminated_by_signals():
+            return _main(argv)
     except KeyboardInterrupt:
         print("loadtest harness-rate: interrupted", file=sys.stderr)
         return 130
-    finally:
-        for signum, handler in before.items():  # a caller's own (tests call main)
-            signal.signal(signum, handler)
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:

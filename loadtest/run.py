@@ -34,7 +34,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -611,6 +611,21 @@ def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def terminated_by_signals() -> Iterator[None]:
+    """SIGINT (also where a background shell set it to be ignored), SIGTERM (a CI job's end, a
+    timeout) and SIGHUP (the terminal closed: the children have process groups of their own, so
+    it reaches the harness alone) stop the harness as a Ctrl-C does (``_terminate``); the
+    caller's handlers are back after it (tests run the harness in process)."""
+    before = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            if handler is not None:  # (None: not set from Python, not Python's to put back)
+                signal.signal(signum, handler)
+
+
 # what a run writes at the top of its --out (a reused --out must not lend a new run the old results)
 _OUTPUTS = ("locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv", "locust_exceptions.csv",
             "locust.json", "locust-master.log", "locust-master.err", "locust-workers.json", "server.jsonl",
@@ -700,11 +715,11 @@ def _resolve_target(args: argparse.Namespace) -> tuple[str | None, Credentials, 
 
 
 def run(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGINT, _terminate)  # also where a background shell set it to be ignored
-    # the terminal closed: its SIGHUP reaches the harness alone (the children have process groups of
-    # their own), which stops them as for Ctrl-C
-    signal.signal(signal.SIGHUP, _terminate)
+    with terminated_by_signals():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     _check_args(args)
     try:
