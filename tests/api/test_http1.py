@@ -5,15 +5,16 @@ is written, in how many writes), then over a real socket under uvicorn's server.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import uuid
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from controlplane.api.http1 import HIGH_WATER, MAX_HEAD, RECEIVED_SCOPE_KEY, ServerProtocol
+from tests.front_socket import serving
 
 App = Any
 
@@ -486,19 +487,9 @@ async def test_shutdown_closes_an_idle_connection_and_lets_a_busy_one_finish() -
 
 # -- over a real socket, under uvicorn's server ---------------------------------------------
 @pytest.fixture
-async def served() -> Any:
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(echo, http=ServerProtocol, lifespan="off", log_level="warning", loop="none")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        await asyncio.sleep(0.01)
-    yield sock.getsockname()[1]
-    server.should_exit = True
-    await task
+async def served() -> AsyncIterator[int]:
+    async with serving(echo, http=ServerProtocol) as port:
+        yield port
 
 
 async def test_over_a_socket_keep_alive_and_pipelining(served: int) -> None:

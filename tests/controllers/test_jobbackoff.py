@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from controlplane.config import Config, JobBackoff
 from controlplane.controllers.indexedjobs import COMPLETION_INDEX, FAILURE_COUNT, IGNORED_FAILURE_COUNT
 from controlplane.controllers.jobbackoff import BackoffRecord, delay, finished_at, index_delay
 from tests.controllers.helpers import until
+from tests.front_socket import serving
 
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
 PODS = "/api/v1/namespaces/default/pods"
@@ -89,23 +89,13 @@ BASE = 0.5
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[Client]:
     """The server's components in process, its API over a real socket (the test's requests)."""
-    import uvicorn
-
     app = create_app(Config(data_dir=tmp_path / "data", tls=False, job_backoff=JobBackoff(base=BASE, cap=60)))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app.state.front, lifespan="off", log_level="warning", loop="none"))
-    async with app.router.lifespan_context(app):
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:
-            await asyncio.sleep(0.01)
-        c = Client(f"http://127.0.0.1:{sock.getsockname()[1]}")
+    async with app.router.lifespan_context(app), serving(app.state.front) as port:
+        c = Client(f"http://127.0.0.1:{port}")
         try:
             yield c
         finally:
             await c.aclose()
-            server.should_exit = True
-            await task
 
 
 def job(name: str, **spec: Any) -> dict[str, Any]:
