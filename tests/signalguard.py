@@ -74,8 +74,10 @@ def _name(signum: int) -> str:
 def _describe(handler: Handler) -> str:
     if handler is None:
         return "a handler not set from Python"
-    if isinstance(handler, int):  # SIG_DFL and SIG_IGN are Handlers, an IntEnum
-        return {signal.SIG_DFL: "SIG_DFL", signal.SIG_IGN: "SIG_IGN"}.get(handler, str(handler))
+    if isinstance(handler, signal.Handlers):
+        return handler.name  # SIG_DFL, SIG_IGN
+    if isinstance(handler, int):
+        return str(handler)
     return f"{getattr(handler, '__module__', None) or '?'}.{getattr(handler, '__qualname__', repr(handler))}"
 
 
@@ -113,6 +115,28 @@ def restore(before: Signals) -> None:
 
 
 _BEFORE = pytest.StashKey[Signals]()
+_AT_START = pytest.StashKey[frozenset[int]]()
+
+# ignored by Python itself at its start: a closed pipe is an error, an oversized file too
+PYTHONS_OWN = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    ignored, _ = _kernel_sets()
+    config.stash[_AT_START] = (ignored or frozenset()) - PYTHONS_OWN
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Say it when pytest itself started with signals ignored, which no test is to blame for
+    and which every program the tests start inherits: a non-interactive shell starts a command
+    put in the background with ``&`` ignoring SIGINT (and SIGQUIT), ``nohup`` one ignoring SIGHUP."""
+    ignored = config.stash.get(_AT_START, frozenset())
+    if ignored:
+        terminalreporter.write_line(
+            f"signals: this pytest started with {_names(ignored)} ignored (as a shell's background job or "
+            "nohup starts a command), and so did every program the tests started; a test that needs one's "
+            "default action in a program it starts must give it (tests/loadtest/test_smoke.py's remote "
+            "Locust workers get SIGINT's)", yellow=True)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -61,6 +61,22 @@ def test_a_test_that_changes_signal_handling_fails(tmp_path: Path) -> None:
         assert f"PASSED test_signals.py::{passed}" in out, out
 
 
+def test_a_pytest_started_with_sigint_ignored_says_so(tmp_path: Path) -> None:
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    said = {}
+    for disposition in (signal.SIG_IGN, signal.SIG_DFL):
+        def start(disposition: signal.Handlers = disposition) -> None:
+            signal.signal(signal.SIGINT, disposition)
+
+        run = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.signalguard", "-p", "no:cacheprovider",
+                              "-q", "test_nothing.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=start)
+        assert run.returncode == 0, run.stdout + run.stderr
+        said[disposition] = run.stdout
+    assert "signals: this pytest started with SIGINT ignored (as a shell's background job" in said[signal.SIG_IGN]
+    assert "SIGINT ignored" not in said[signal.SIG_DFL], said[signal.SIG_DFL]
+
+
 def test_differences_and_restore_in_this_process() -> None:
     """What the kernel holds for signals Python's handlers are not read for: SIGUSR2 ignored,
     SIGUSR1 blocked (neither used by the tests' processes)."""
