@@ -29,8 +29,9 @@ def _env() -> dict[str, str]:
 
 def _as_a_terminal_starts_it() -> None:
     """A command typed at a terminal has Ctrl-C's default action, whatever this test process was
-    given: a test runner's worker that ignores SIGINT (as an earlier test can leave it) passed that
-    on, and the Locust worker's Ctrl-C then did nothing."""
+    given: a pytest a shell started in the background (``make test > log &``) ignores SIGINT, its
+    workers and what they start too, and the Locust worker's Ctrl-C then did nothing (no test
+    leaves it ignored: ``tests/signalguard.py`` fails one that would)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
