@@ -2,8 +2,10 @@
 
 What a test process has when a test ends, the next test in it has, and every program it starts
 inherits what the kernel holds: a signal ignored stays ignored across ``exec``, a blocked one
-stays blocked. A Locust worker that a later test started from a runner's worker left ignoring
-SIGINT did not stop on Ctrl-C; the failure showed far from its cause, and only in full runs.
+stays blocked; a handler left in place answers signals meant for the runner. Such a change
+shows far from its cause (a Locust worker a test started ignored Ctrl-C in full runs only: not
+an earlier test's doing, it turned out, but a pytest started in the background, which
+``pytest_terminal_summary`` below says).
 
 So each test is compared with itself, before its setup and after its teardown (its function
 fixtures with it), not with fixed values: pytest, xdist and Python set some signals themselves.
