@@ -66,6 +66,9 @@ def snapshot() -> Signals:
     return Signals(tuple(signal.getsignal(s) for s in WATCHED), ignored, blocked)
 
 
+_NAMED = frozenset(s.value for s in signal.Signals)
+
+
 def _name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -125,7 +128,9 @@ PYTHONS_OWN = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
 
 def pytest_configure(config: pytest.Config) -> None:
     ignored, _ = _kernel_sets()
-    config.stash[_AT_START] = (ignored or frozenset()) - PYTHONS_OWN
+    # (a signal without a name is the C library's own, 32 and 33 with glibc: ignored or not, no program's
+    # Ctrl-C or termination depends on it, and some environments start every command with them ignored)
+    config.stash[_AT_START] = frozenset(s for s in (ignored or frozenset()) - PYTHONS_OWN if s in _NAMED)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

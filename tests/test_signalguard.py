@@ -97,4 +97,4 @@ def test_differences_and_restore_in_this_process() -> None:
 
 
 def _names(signums: frozenset[int]) -> str:
-    return ", ".join(signal.Signals(s).name for s in sorted(signums)) or "none"
+    return signalguard._names(signums)  # (an unnamed one, the C library's 32 or 33, as "signal 32")
