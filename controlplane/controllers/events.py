@@ -58,8 +58,6 @@ AGGREGATE_INTERVAL = 600.0  # defaultAggregateIntervalInSeconds
 COMBINED = "(combined from similar events): "
 SPAM_BURST = 25  # defaultSpamBurst
 SPAM_QPS = 1.0 / 300.0  # defaultSpamQPS
-# the involved object's apiVersion by kind (``kubectl events --for daemonset/x`` selects on it);
-# a kind not here is core/v1's unless the object says otherwise
 _last_nanos = 0
 
 
@@ -71,6 +69,8 @@ def _event_nanos() -> int:
     return now
 
 
+# the involved object's apiVersion by kind (``kubectl events --for daemonset/x`` selects on it);
+# a kind not here is core/v1's unless the object says otherwise
 API_VERSIONS = {"Deployment": "apps/v1", "ReplicaSet": "apps/v1", "DaemonSet": "apps/v1", "StatefulSet": "apps/v1",
                 "Job": "batch/v1", "CronJob": "batch/v1", "Pod": "v1",
                 "HorizontalPodAutoscaler": "autoscaling/v2", "PodDisruptionBudget": "policy/v1",
