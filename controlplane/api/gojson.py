@@ -19,7 +19,10 @@ scanner's states, one byte at a time:
 
 from __future__ import annotations
 
-__all__ = ["interpret_error", "summarize", "syntax_error"]
+import json
+import re
+
+__all__ = ["interpret_error", "loads", "summarize", "syntax_error"]
 
 _SPACE = frozenset(b" \t\r\n")
 _DIGITS = frozenset(b"0123456789")
@@ -234,3 +237,30 @@ def summarize(data: bytes, limit: int = 30) -> str:
     if data[0] == 0x7B:
         return data[:limit].decode("utf-8", "replace") + (" ..." if len(data) > limit else "")
     return data[:limit].hex() + (" ..." if len(data) > limit else "")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT64 = 1 << 63
+
+
+def _number(text: str) -> int | float:
+    value = int(text)
+    return value if -_INT64 <= value < _INT64 else float(text)
+
+
+def _valid(value: object) -> object:
+    """Lone surrogates (from ``\\ud800`` escapes) as U+FFFD, as Go decodes them."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_valid(v) for v in value]
+    if isinstance(value, dict):
+        return {_valid(k): _valid(v) for k, v in value.items()}
+    return value
+
+
+def loads(data: bytes) -> object:
+    """JSON that Go's decoder reads and orjson refuses (call it once ``syntax_error`` has found
+    nothing wrong): invalid UTF-8 and lone surrogate escapes become U+FFFD, integers past 64
+    bits floats, as decoding into an ``interface{}`` makes them."""
+    return _valid(json.loads(data.decode("utf-8", "replace"), parse_int=_number))

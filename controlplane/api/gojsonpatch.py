@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["MAX_COPY_BYTES", "CopyLimitExceeded", "PatchError", "apply"]
+__all__ = ["MAX_COPY_BYTES", "CopyLimitExceeded", "DecodeError", "PatchError", "apply", "operations"]
 
 MAX_COPY_BYTES = 3 * 1024 * 1024  # kube-apiserver's JSONPatchMaxCopyBytes
 _MISSING = "missing value"  # the library's ErrMissing
@@ -48,6 +48,29 @@ class PatchError(Exception):
 class CopyLimitExceeded(PatchError):
     """The ``copy`` operations of a patch added more than ``MAX_COPY_BYTES`` (kube-apiserver's
     ``AccumulatedCopySizeLimit``)."""
+
+
+class DecodeError(ValueError):
+    """A patch that is no list of operations, in the words of Go's decoder (``DecodePatch``)."""
+
+
+def _json_kind(value: Any) -> str:
+    return ("object" if isinstance(value, dict) else "array" if isinstance(value, list)
+            else "string" if isinstance(value, str) else "bool" if isinstance(value, bool) else "number")
+
+
+def operations(patch: Any) -> list[Any]:
+    """A decoded JSON patch's operations as the library's ``DecodePatch`` reads them: a list of
+    objects (a null among them is an empty operation), or null for none; anything else is
+    ``DecodeError``. What an operation holds is checked as it is applied."""
+    if patch is None:
+        return []
+    if not isinstance(patch, list):
+        raise DecodeError(f"json: cannot unmarshal {_json_kind(patch)} into Go value of type jsonpatch.Patch")
+    for op in patch:
+        if op is not None and not isinstance(op, dict):
+            raise DecodeError(f"json: cannot unmarshal {_json_kind(op)} into Go value of type jsonpatch.Operation")
+    return patch
 
 
 def _decode_key(key: str) -> str:

@@ -121,6 +121,7 @@ from .fieldvalidation import (
     check_decodes,
     check_merge_patch,
     check_object,
+    decode_patch,
     fill_zero_values,
     request_scope,
     warning_headers,
@@ -1416,8 +1417,9 @@ class KubeApi:
         patch_schema = _strategic_schema(rtype) if content_type == STRATEGIC else None
         try:
             patch = orjson.loads(body)
-        except orjson.JSONDecodeError as e:
-            raise ApiError.bad_request(f"the patch is not valid JSON: {e}") from e
+        except orjson.JSONDecodeError:
+            patch = decode_patch(content_type, body)
+            body = orjson.dumps(patch)  # (what is read from the body later reads what Go read)
         json_patch = content_type == "application/json-patch+json"
         if json_patch:
             patch = _json_patch_operations(patch)
@@ -3426,18 +3428,12 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
 
 
 def _json_patch_operations(patch: Any) -> list[Any]:
-    """A JSON patch's operations, decoded as upstream's json-patch library decodes them
-    (``DecodePatch``): a list of objects, or null for none; anything else is a 400 in Go's
-    words."""
-    if patch is None:
-        return []
-    if not isinstance(patch, list):
-        raise ApiError.bad_request(f"json: cannot unmarshal {_json_kind(patch)} into Go value of type jsonpatch.Patch")
-    for op in patch:
-        if op is not None and not isinstance(op, dict):
-            raise ApiError.bad_request(f"json: cannot unmarshal {_json_kind(op)} into Go value of type "
-                                       "jsonpatch.Operation")
-    return patch
+    """A JSON patch's operations, decoded as upstream's json-patch library decodes them; a 400
+    in Go's words if it is not a list of them."""
+    try:
+        return gojsonpatch.operations(patch)
+    except gojsonpatch.DecodeError as e:
+        raise ApiError.bad_request(str(e)) from None
 
 
 def _json_patch(target: dict[str, Any], ops: list[Any]) -> Any:

@@ -85,7 +85,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import jsonpatch
 import orjson
 
 from ..metrics import (
@@ -99,8 +98,9 @@ from ..metrics import (
 )
 from ..registry.expressions import ExpressionError, context_of, evaluate
 from ..registry.types import ResourceType
+from ..registry.validation import base64_error
 from ..scheduler.plugins.selectors import match_label_selector
-from . import audit, gojsonpatch
+from . import audit, gojson, gojsonpatch
 from .admissionpolicy import REQUEST_USER, object_selected
 from .celauthz import AuthorizerLibrary
 from .dryrun import DRY_RUN
@@ -463,12 +463,7 @@ class AdmissionWebhooks:
         patch = answer.get("patch")
         if not patch:
             return False
-        try:
-            operations = orjson.loads(base64.b64decode(patch))
-            jsonpatch.JsonPatch(operations)  # (decoded here: a patch of no operations changes nothing)
-        except (ValueError, TypeError, jsonpatch.InvalidJsonPatch) as e:
-            raise _PatchError(_call_failed(hook.name, f"received undecodable patch in webhook response: {e}"),
-                              503) from e
+        operations = _patch_operations(hook.name, patch)
         if not operations:
             return False
         if request.obj is None:
@@ -660,6 +655,35 @@ def _rule_matches(rule: Obj, request: Request, rtype: ResourceType) -> bool:
         if resource in ("*", rtype.plural) and sub in ("*", request.subresource):
             return True
     return False
+
+
+def _patch_operations(name: str, patch: Any) -> list[Any]:
+    """A mutating webhook's ``response.patch`` decoded as upstream reads it: a string of standard
+    base64 (client-go decodes the review, so anything else fails the call), then JSON the
+    json-patch library's ``DecodePatch`` takes (else the patch is undecodable); both 503s, in
+    Go's words."""
+    problem = (base64_error(patch) if isinstance(patch, str) else
+               f"json: cannot unmarshal {_json_kind(patch)} into Go struct field AdmissionResponse.response.patch "
+               "of type []uint8")
+    if problem is not None:
+        raise _PatchError(_call_failed(name, f"failed to call webhook: {problem}"), 503)
+    raw = base64.b64decode(patch.replace("\r", "").replace("\n", ""))
+    try:
+        try:
+            decoded = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            syntax = gojson.syntax_error(raw)
+            if syntax is not None:
+                raise gojsonpatch.DecodeError(syntax) from None
+            decoded = gojson.loads(raw)  # (what Go reads and orjson does not)
+        return gojsonpatch.operations(decoded)
+    except gojsonpatch.DecodeError as e:
+        raise _PatchError(_call_failed(name, f"received undecodable patch in webhook response: {e}"), 503) from None
+
+
+def _json_kind(value: Any) -> str:
+    return ("object" if isinstance(value, dict) else "array" if isinstance(value, list)
+            else "string" if isinstance(value, str) else "bool" if isinstance(value, bool) else "number")
 
 
 class _PatchError(Exception):

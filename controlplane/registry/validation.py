@@ -472,7 +472,7 @@ _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{
 _NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/=]")
 
 
-def _base64(value: Any) -> str | None:
+def base64_error(value: Any) -> str | None:
     """A ``[]byte`` field (Secret ``data``, ConfigMap ``binaryData``, ``caBundle``) as Go's
     JSON decoder reads it: standard base64, padded; line breaks are skipped."""
     if type(value) is not str:
@@ -625,7 +625,7 @@ def _fill(shape: Shape, node: Schema, resolve: Resolve, named: dict[str, Shape])
         shape.items = compile_schema(items, resolve, named)
     shape.go_type = _go_type(shape, kind, node.get("format"))
     if kind == "string" and node.get("format") == "byte":  # a Go []byte: base64 in JSON
-        shape.parse = _base64
+        shape.parse = base64_error
     elif kind == "integer" and node.get("format") in _INT_BOUNDS:
         shape.bound = _INT_BOUNDS[node["format"]]
 

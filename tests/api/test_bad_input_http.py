@@ -349,3 +349,36 @@ async def test_a_crd_status_write_may_not_accept_names_that_are_no_names(served:
     assert (await served.http.get("/apis/fz.io/v1/namespaces/default/widgets")).status_code == 200
     crd = (await served.http.get(f"{CRDS}/widgets.fz.io")).json()
     assert crd["status"]["acceptedNames"]["plural"] == "widgets"
+
+
+async def test_a_patch_body_that_is_not_json_is_a_400_in_upstreams_words(served: Served) -> None:
+    """Upstream's patch handler decodes a JSON or merge patch strictly first under Strict and
+    Warn (the default), a strategic merge patch alone: Go's syntax error, never Python's."""
+    stored = await served.client.create(CMS, {"apiVersion": "v1", "kind": "ConfigMap",
+                                              "metadata": {"name": "patched"}, "data": {"a": "1"}})
+    cases = [
+        ("application/json-patch+json", "", b"[{'op': 'add'}]",
+         "error decoding patch: invalid character '\\'' looking for beginning of object key string"),
+        ("application/json-patch+json", "Ignore", b"[{'op': 'add'}]",
+         "invalid character '\\'' looking for beginning of object key string"),
+        ("application/merge-patch+json", "Strict", b'{"data": {"a": 2,}}',
+         "error decoding patch: invalid character '}' looking for beginning of object key string"),
+        ("application/merge-patch+json", "Ignore", b'{"data": ', "Invalid JSON Patch"),
+        ("application/strategic-merge-patch+json", "", b"data:\n  a: 2\n",
+         "invalid character 'd' looking for beginning of value"),
+        ("application/merge-patch+json", "", b"", "error decoding patch: unexpected end of JSON input"),
+    ]
+    for content_type, directive, body, message in cases:
+        params = {"fieldValidation": directive} if directive else {}
+        resp = await served.http.patch(f"{CMS}/patched", content=body, params=params,
+                                       headers={"Content-Type": content_type})
+        status = assert_status(resp, 400, "BadRequest")
+        assert status["message"] == message, (content_type, directive, body)
+    # what Go's decoder reads and orjson does not: an integer past 64 bits is a number to it
+    resp = await served.http.patch(f"{CMS}/patched", content=b'{"metadata": {"labels": {"n": 18446744073709551616}}}',
+                                   headers={"Content-Type": "application/merge-patch+json"})
+    status = assert_status(resp, 422, "Invalid")
+    assert status["message"].endswith("json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels "
+                                      "of type string")
+    got = await served.client.get(f"{CMS}/patched")
+    assert got["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]

@@ -395,6 +395,24 @@ def test_a_patch_for_a_delete_fails_and_undecodable_patches_fail(api: Api, hook:
     assert r.status_code == 500 and r.json()["message"] == (
         'Internal error occurred: admission webhook "patch-delete.example.com" attempted to modify the object, '
         "which is not supported for this operation")
+    # what client-go or the json-patch library cannot decode fails the call, in Go's words
+    rule = {**rule, "operations": ["CREATE"]}
+    expected = {
+        "not-base64": "failed to call webhook: illegal base64 data at input byte 3",
+        "not-json": "received undecodable patch in webhook response: invalid character '\\'' looking for "
+                    "beginning of object key string",
+        "not-a-list": "received undecodable patch in webhook response: json: cannot unmarshal object into Go "
+                      "value of type jsonpatch.Patch",
+    }
+    api.configure(MUTATING, "undecodable-patches", [
+        webhook(f"{case}.example.com", hook, f"/patch-{case}", rules=[rule],
+                objectSelector={"matchLabels": {"patch": case}}) for case in expected])
+    for case, reason in expected.items():
+        r = api.http.post(f"/api/v1/namespaces/{NS}/configmaps", json={
+            "metadata": {"name": f"cm-{case}", "labels": {"patch": case}}})
+        assert r.status_code == 500 and r.json()["message"] == (
+            f'Internal error occurred: failed calling webhook "{case}.example.com": {reason}'), r.text
+        assert api.http.get(f"/api/v1/namespaces/{NS}/configmaps/cm-{case}").status_code == 404
 
 
 def test_a_patch_applies_as_upstreams_json_patch_library(api: Api, hook: WebhookServer) -> None:

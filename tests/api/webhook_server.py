@@ -148,6 +148,12 @@ def _answer(path: str, request: dict[str, Any], calls: int) -> tuple[int, dict[s
         response.update(_patch([{"op": "replace", "path": "/data/added", "value": "yes"}]))
     elif path == "/remove-missing":  # a remove of a key the object lacks: the patch does not apply
         response.update(_patch([{"op": "remove", "path": "/data/nope"}]))
+    elif path == "/patch-not-base64":  # a patch client-go cannot decode from the review
+        response.update(patchType="JSONPatch", patch="W3s*")
+    elif path == "/patch-not-json":  # base64 of what is not JSON
+        response.update(patchType="JSONPatch", patch=base64.b64encode(b"[{'op': 'add'}]").decode())
+    elif path == "/patch-not-a-list":  # JSON, but one operation where the library wants a list
+        response.update(patchType="JSONPatch", patch=base64.b64encode(b'{"op": "add"}').decode())
     elif path == "/annotate":
         response["auditAnnotations"] = {"checked": "yes"}
     return 200, {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
