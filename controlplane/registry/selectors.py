@@ -243,6 +243,8 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
     # certificates.k8s.io: what a signer lists and watches its requests by (upstream's conversion.go)
     "certificatesigningrequests": {"spec.signerName": _path("spec", "signerName")},
     "clustertrustbundles": {"spec.signerName": _path("spec", "signerName")},
+    "podcertificaterequests": {"spec.signerName": _path("spec", "signerName"), "spec.podName": _path("spec", "podName"),
+                               "spec.nodeName": _path("spec", "nodeName")},
     # resource.k8s.io: what DRA drivers and the kubelet list (and delete) their slices by
     "resourceslices": {"spec.nodeName": _path("spec", "nodeName"), "spec.driver": _path("spec", "driver")},
 }

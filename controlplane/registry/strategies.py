@@ -60,6 +60,7 @@ from .networking import (
     prepare_ingress_class,
     prepare_network_policy,
 )
+from .podcertificates import prepare_pod_certificate_request
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podresources import default_pod_level_resources
 from .podspec import default_pod_spec, fill
@@ -598,6 +599,7 @@ _PREPARERS.update({  # resource.k8s.io/v1 (registry/dra.py, registry/resourcesli
     "devicetaintrules": prepare_device_taint_rule,
 })
 _PREPARERS["clustertrustbundles"] = prepare_cluster_trust_bundle  # registry/trustbundles.py
+_PREPARERS["podcertificaterequests"] = prepare_pod_certificate_request  # registry/podcertificates.py
 _PREPARERS["storageversionmigrations"] = prepare_storage_version_migration  # registry/storagemigration.py
 
 

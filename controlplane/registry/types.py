@@ -160,6 +160,11 @@ BUILTIN: tuple[ResourceType, ...] = (
                  short_names=("csr",), subresources=("status", "approval")),
     # trust anchors, validated (registry/trustbundles.py), attested by signer (api/certificateadmission.py)
     ResourceType("certificates.k8s.io", "v1", "ClusterTrustBundle", "clustertrustbundles", False),
+    # a pod's kubelet asks a signer for its podCertificate volume; validated, the status's
+    # rules and the signer's "sign" checked (registry/podcertificates.py), NodeRestriction's
+    # checks of a kubelet's request (api/nodeauthz.py)
+    ResourceType("certificates.k8s.io", "v1", "PodCertificateRequest", "podcertificaterequests", True,
+                 subresources=("status",)),
     ResourceType("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
     # run by controllers/storagemigration.py (registry/storagemigration.py)
     ResourceType("storagemigration.k8s.io", "v1", "StorageVersionMigration", "storageversionmigrations", False,
