@@ -8,6 +8,9 @@
   request's ``spec.signerName``, or after its domain (``kubernetes.io/*``);
 - ``CertificateSigning``: an update through ``/status`` that changes the certificate or
   the conditions needs the verb ``sign`` on ``signers`` likewise;
+- a PodCertificateRequest's status strategy (``pkg/registry/certificates/podcertificaterequest``,
+  not an admission plugin upstream: its 422 comes with validation): a ``/status`` write that
+  changes ``status.certificateChain`` needs the verb ``sign`` on ``signers`` likewise;
 - ``ClusterTrustBundleAttest`` (``plugin/pkg/admission/certificates/ctbattest``): a create
   or update of a ClusterTrustBundle with a ``spec.signerName`` needs the verb ``attest``
   on ``signers`` likewise (the new object's signer: validation keeps it unchanged), but
@@ -26,11 +29,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..registry.certificates import parse_request
+from ..registry.podcertificates import sign_forbidden
 from ..registry.types import ResourceType
 from .errors import ApiError
 from .rbac import Authorizes, Request, User
 
-__all__ = ["check_attest", "check_signer_permission", "check_subject"]
+__all__ = ["check_attest", "check_pod_certificate_signer", "check_signer_permission", "check_subject"]
 
 Obj = dict[str, Any]
 GROUP = "certificates.k8s.io"
@@ -121,3 +125,16 @@ async def check_attest(authorizer: Authorizes | None, user: User | None, rtype: 
         return
     if not await _may(authorizer, user, "attest", signer):
         raise _forbidden(rtype, _name(ctb), f'user not permitted to attest for signerName "{signer}"')
+
+
+async def check_pod_certificate_signer(authorizer: Authorizes | None, user: User | None, rtype: ResourceType,
+                                       pcr: Obj, old: Obj) -> None:
+    """A PodCertificateRequest's ``/status`` write of ``old`` into ``pcr``: its 422 unless
+    ``user`` may sign for the stored request's signer, when the write changes the chain."""
+    if authorizer is None or user is None:
+        return
+    if _dict(pcr.get("status")).get("certificateChain") == _dict(old.get("status")).get("certificateChain"):
+        return
+    signer = str(_dict(old.get("spec")).get("signerName") or "")
+    if not await _may(authorizer, user, "sign", signer):
+        raise ApiError.invalid(rtype, _name(old), [sign_forbidden(user.name, signer)])

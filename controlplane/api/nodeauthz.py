@@ -67,7 +67,12 @@ the Node mode, as kubeadm enables both. Each refusal is a 403 worded as upstream
   ``allocatedResources`` and ``allocatedResourceStatuses``;
 - ``serviceaccounts/token``: bound to a pod (with its UID) bound to the node;
 - its Lease and CSINode by name; ResourceSlices created with its ``spec.nodeName``;
-- CertificateSigningRequests for the kubelet signers: its own name as the subject's CN.
+- CertificateSigningRequests for the kubelet signers: its own name as the subject's CN;
+- PodCertificateRequests (created only): its own node name and UID, for a pod that exists
+  with the request's UID, is bound to the node, Pending or Running, not a mirror pod, runs
+  as the request's service account (with its UID) and mounts a ``podCertificate``
+  projection of the request's signer (the 1.37 KEP's rules; upstream's words for them were
+  not available to read, these are the emulator's own).
 
 A write naming its object is checked before the body is read (``restrict``: the pod's node
 from the watch cache's ``spec.nodeName``); a create or an update, once its object is made,
@@ -107,6 +112,7 @@ _KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
 _NODE_RESTRICTION_NAMESPACE = "node-restriction.kubernetes.io"
 _KUBELET_SIGNERS = frozenset({"kubernetes.io/kubelet-serving", "kubernetes.io/kube-apiserver-client-kubelet"})
 _CSRS = "certificatesigningrequests.certificates.k8s.io"
+_PCRS = "podcertificaterequests.certificates.k8s.io"
 
 PodNode = Callable[[str, str], Awaitable[str | None]]  # (namespace, name) -> the pod's spec.nodeName, None if none
 Refs = frozenset[tuple[str, str]]  # (plural, name) of what a pod references, in its namespace
@@ -476,6 +482,9 @@ class NodeAuthorizer:
                              "can only create ResourceSlice with the same NodeName as the requesting node")
         elif plural == "certificatesigningrequests":
             _admit_csr(node, name or _name(meta, "generateName"), _dict(obj.get("spec")))
+        elif plural == "podcertificaterequests":
+            self._admit_pod_certificate_request(node, name or _name(meta, "generateName"), _name(meta, "namespace"),
+                                                _dict(obj.get("spec")))
 
     def _admit_node(self, node: str, name: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         if name != node:
@@ -543,6 +552,49 @@ class NodeAuthorizer:
             raise refuse(f'node "{node}" can not create pods that reference clustertrustbundles')
         if any(v.get("persistentVolumeClaim") is not None for v in volumes):
             raise refuse(f'node "{node}" can not create pods that reference persistentvolumeclaims')
+
+    def _admit_pod_certificate_request(self, node: str, name: str, namespace: str, spec: dict[str, Any]) -> None:
+        """A kubelet asks for a certificate only for a pod bound to it, as that pod, its service
+        account and its node are now, and for a signer the pod mounts a ``podCertificate`` of."""
+        def refuse(why: str) -> ApiError:
+            return _forbidden(_PCRS, name, why)
+
+        def uid(obj: dict[str, Any] | None) -> str:
+            return _name(_dict(obj).get("metadata"), "uid")
+
+        if spec.get("nodeName") != node:
+            raise refuse(f'node "{node}" can only create PodCertificateRequests with spec.nodeName set to itself')
+        objects = self.graph.objects if self.graph is not None else None
+        found = objects.get("", "nodes", "", node) if objects is not None else None
+        if found is None or spec.get("nodeUID") != uid(found):
+            raise refuse(f'spec.nodeUID "{spec.get("nodeUID") or ""}" is not the UID of node "{node}"')
+        pod_name = str(spec.get("podName") or "")
+        pod = objects.get("", "pods", namespace, pod_name) if objects is not None else None
+        if pod is None:
+            raise refuse(f'pod "{namespace}/{pod_name}" named in the PodCertificateRequest does not exist')
+        if spec.get("podUID") != uid(pod):
+            raise refuse(f'spec.podUID "{spec.get("podUID") or ""}" is not the UID of pod "{namespace}/{pod_name}"')
+        pod_spec, pod_meta = _dict(pod.get("spec")), _dict(pod.get("metadata"))
+        if pod_spec.get("nodeName") != node:
+            raise refuse(f'pod "{namespace}/{pod_name}" is not bound to node "{node}"')
+        if MIRROR_ANNOTATION in _dict(pod_meta.get("annotations")):
+            raise refuse(f'pod "{namespace}/{pod_name}" is a mirror pod')
+        phase = _dict(pod.get("status")).get("phase")
+        if phase not in ("Pending", "Running"):
+            raise refuse(f'pod "{namespace}/{pod_name}" is {phase or "in no phase"}, not Pending or Running')
+        account = str(spec.get("serviceAccountName") or "")
+        if account != (pod_spec.get("serviceAccountName") or "default"):
+            raise refuse(f'pod "{namespace}/{pod_name}" does not run as service account "{account}"')
+        found = objects.get("", "serviceaccounts", namespace, account) if objects is not None else None
+        if found is None or spec.get("serviceAccountUID") != uid(found):
+            raise refuse(f'spec.serviceAccountUID "{spec.get("serviceAccountUID") or ""}" is not the UID of service '
+                         f'account "{namespace}/{account}"')
+        signer = spec.get("signerName")
+        if not any(_dict(_dict(source).get("podCertificate")).get("signerName") == signer
+                   for volume in _list(pod_spec.get("volumes"))
+                   for source in _list(_dict(_dict(volume).get("projected")).get("sources"))):
+            raise refuse(f'pod "{namespace}/{pod_name}" does not mount a podCertificate projected volume for signer '
+                         f'"{signer}"')
 
     @staticmethod
     def admit_node_report(node: str, names: list[Any]) -> None:

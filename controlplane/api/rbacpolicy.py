@@ -220,6 +220,9 @@ _NODE = bootstrap_role("system:node", [
     rule("deletecollection", RESOURCE, "resourceslices"),
     rule("get", CORE, "serviceaccounts"),
     rule(READ, CERTIFICATES, "clustertrustbundles"),  # the clusterTrustBundle projected volume
+    # the podCertificate projected volume (GA in 1.37): a kubelet asks, then watches for the chain
+    # (upstream's NodeRules has a rule for them; these verbs are the kubelet's needs, not read from it)
+    rule("create get list watch", CERTIFICATES, "podcertificaterequests"),
 ])
 
 _SCHEDULER = bootstrap_role("system:kube-scheduler", [

@@ -93,7 +93,12 @@ from .apply import (
     yaml_as_json,
 )
 from .autoregister import ensure_flowcontrol_bootstrap, ensure_local_apiservices
-from .certificateadmission import check_attest, check_signer_permission, check_subject
+from .certificateadmission import (
+    check_attest,
+    check_pod_certificate_signer,
+    check_signer_permission,
+    check_subject,
+)
 from .claimresize import ClaimResizeAdmission
 from .componentstatus import DEPRECATION as CS_DEPRECATION
 from .componentstatus import PLURAL as CS_PLURAL
@@ -262,6 +267,7 @@ class KubeApi:
         self._endpoints = registry.get("", "v1", "endpoints")
         self._csrs = registry.get("certificates.k8s.io", "v1", "certificatesigningrequests")
         self._trust_bundles = registry.get("certificates.k8s.io", "v1", "clustertrustbundles")
+        self._pod_certificates = registry.get("certificates.k8s.io", "v1", "podcertificaterequests")
         self._nodes = registry.get("", "v1", "nodes")
         self._node_topology = NodeTopology()  # PodTopologyLabels admission of bindings (api/topologylabels.py)
         assert self._services is not None
@@ -1912,6 +1918,8 @@ class KubeApi:
             await check_signer_permission(self.authorizer, REQUEST_USER.get(), rtype, obj, old, subresource)
         if rtype is self._trust_bundles:  # ClusterTrustBundleAttest
             await check_attest(self.authorizer, REQUEST_USER.get(), rtype, obj, old)
+        if rtype is self._pod_certificates and subresource == "status":  # its status strategy's "sign" check
+            await check_pod_certificate_signer(self.authorizer, REQUEST_USER.get(), rtype, obj, old)
         if self._policies is not None:
             await self._policies.check(rtype, namespace, name, "UPDATE", obj, old, subresource, REQUEST_USER.get())
         if self.webhooks is not None and self.webhooks.active(mutating=False):
@@ -3059,7 +3067,7 @@ def _replay(body: bytes) -> Receive:
 _SCALE_KIND = ("autoscaling", "v1", "Scale")
 # what NodeRestriction admits a kubelet's writes of (api/nodeauthz.py's NodeAuthorizer.admit)
 _NODE_RESTRICTED = frozenset({"nodes", "pods", "persistentvolumeclaims", "leases", "csinodes", "resourceslices",
-                              "certificatesigningrequests"})
+                              "certificatesigningrequests", "podcertificaterequests"})
 
 
 def _as_subresource_object(obj: dict[str, Any], api_version: str, kind: str, namespace: str | None) -> dict[str, Any]:

@@ -27,7 +27,9 @@ from controlplane.registry.types import Registry
 # upstream 1.34's ClusterRoles (testdata/cluster-roles.yaml and controller-roles.yaml), with
 # 1.37's system:controller:device-taint-eviction-controller (DRADeviceTaints, GA) and
 # system:cluster-trust-bundle-discovery (ClusterTrustBundle, GA in 1.37) and the storage version
-# migrator's (StorageVersionMigrator, GA in 1.37), but the roles
+# migrator's (StorageVersionMigrator, GA in 1.37) and system:node's rule for PodCertificateRequests
+# (upstream's NodeRules adds one under the PodCertificateRequest gate, GA in 1.37; its verbs here
+# are the kubelet's needs, not read from upstream), but the roles
 # only in the feature-gated golden files (podcertificaterequestcleaner, the
 # ClusterTrustBundle publisher, ...). system:aggregated-metrics-reader is metrics-server's, not
 # the bootstrap policy's (it carries no rbac-defaults label).
@@ -91,6 +93,7 @@ system:node:
 - {apiGroups: [resource.k8s.io], resources: [resourceslices], verbs: [deletecollection]}
 - {apiGroups: [""], resources: [serviceaccounts], verbs: [get]}
 - {apiGroups: [certificates.k8s.io], resources: [clustertrustbundles], verbs: [get, list, watch]}
+- {apiGroups: [certificates.k8s.io], resources: [podcertificaterequests], verbs: [create, get, list, watch]}
 system:kube-scheduler:
 - {apiGroups: ["", events.k8s.io], resources: [events], verbs: [create, patch, update]}
 - {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [create]}
