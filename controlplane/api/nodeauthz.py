@@ -70,9 +70,9 @@ the Node mode, as kubeadm enables both. Each refusal is a 403 worded as upstream
 - CertificateSigningRequests for the kubelet signers: its own name as the subject's CN;
 - PodCertificateRequests (created only): its own node name and UID, for a pod that exists
   with the request's UID, is bound to the node, Pending or Running, not a mirror pod, runs
-  as the request's service account (with its UID) and mounts a ``podCertificate``
-  projection of the request's signer (the 1.37 KEP's rules; upstream's words for them were
-  not available to read, these are the emulator's own).
+  as the request's service account (with its UID) (the 1.37 KEP's rules) and mounts a
+  ``podCertificate`` projection of the request's signer (what 1.37's changelog is reported
+  to add); upstream's words for them were not available to read, these are the emulator's.
 
 A write naming its object is checked before the body is read (``restrict``: the pod's node
 from the watch cache's ``spec.nodeName``); a create or an update, once its object is made,
