@@ -69,7 +69,8 @@ if TYPE_CHECKING:
     from .rbac import User
     from .rest import KubeApi
 
-__all__ = ["REQUEST_USER", "AdmissionPolicies", "BoundPolicies", "Matching"]
+__all__ = ["REQUEST_USER", "AdmissionPolicies", "BoundPolicies", "ConditionsFailed", "Matching", "aggregated",
+           "conditions_hold"]
 
 Obj = dict[str, Any]
 REQUEST_USER: ContextVar[User | None] = ContextVar("controlplane_request_user", default=None)
@@ -192,23 +193,83 @@ async def authorized(expression: str, context: Any, library: AuthorizerLibrary |
             meter.spent += variables.take_cost()
 
 
-def _message(validation: Obj, expression: str, context: Any, meter: Meter, variables: Variables) -> str:
-    """A failed validation's message, as upstream's validator decides it: its
-    ``messageExpression``'s string (trimmed; not empty, at most 5 KiB, one line), else its
-    ``message`` (trimmed), else ``failed expression: <the expression>``."""
-    if validation.get("messageExpression"):
+class ConditionsFailed(Exception):
+    """Match conditions that erred, none false (``errors``: how many did), or that ran out of
+    their budget (``errors`` 0): the error of upstream's matcher, which ``failurePolicy``
+    decides (``Fail``: the request is refused with it; ``Ignore``: the conditions do not match)."""
+
+    def __init__(self, message: str, errors: int) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
+def aggregated(messages: list[str]) -> str:
+    """Several errors as apimachinery's ``utilerrors.NewAggregate`` words them: each message
+    once, one alone as it is, more as ``[a, b]``."""
+    distinct = list(dict.fromkeys(messages))
+    return distinct[0] if len(distinct) == 1 else "[" + ", ".join(distinct) + "]"
+
+
+async def conditions_hold(conditions: Any, context: Any, library: AuthorizerLibrary | None, meter: Meter,
+                          variables: Variables | None = None) -> bool:
+    """Upstream's match condition matcher (``plugin/webhook/matchconditions/matcher.go``), as
+    admission policies and webhooks alike use it: every condition is evaluated, in order,
+    within one runtime budget (``expressions.MATCH_CONDITIONS_BUDGET``, ``meter`` reset for it; past it, as
+    each expression's cost is added, the evaluation stops and its error is the matcher's, the
+    results before it aside); then a false one leaves the request out (False), whatever errors
+    the others had; else errors raise ``ConditionsFailed`` (``expression '...' resulted in
+    error: ...``, aggregated); else True. A result neither false nor an error matches (upstream
+    checks no type as they run)."""
+    meter.spent = 0
+    errors: list[str] = []
+    excluded = False
+    for condition in conditions:
+        expression = str(condition.get("expression", "")) if isinstance(condition, dict) else ""
+        error: str | None = None
         try:
-            text = evaluate(reads(str(validation["messageExpression"])), context, meter=meter)
-        except ExpressionError:  # (upstream logs it)
-            text = None
-        finally:
-            meter.spent += variables.take_cost()
-        if isinstance(text, str):
-            text = text.strip()
-            if text and len(text.encode()) <= _MAX_MESSAGE and "\n" not in text:
-                return text
-    message = str(validation.get("message") or "").strip()
-    return message or f"failed expression: {expression.strip()}"
+            value = await authorized(expression, context, library, meter, variables)
+        except ExpressionError as e:
+            value, error = None, f"expression '{expression}' resulted in error: {e}"
+        if meter.over_budget(matching=True):
+            raise ConditionsFailed(OUT_OF_BUDGET, 0)
+        if error is not None:
+            errors.append(error)
+        elif value is False:
+            excluded = True
+    if excluded:
+        return False
+    if errors:
+        raise ConditionsFailed(aggregated(errors), len(errors))
+    return True
+
+
+def _messages(validations: Any, context: Any, meter: Meter, variables: Variables) -> list[str | None] | None:
+    """The validations' messages as upstream's validator evaluates them: every
+    ``messageExpression`` (a passed validation's too), in order, within what the validations
+    left of the budget (``meter``), without ``authorizer``; each a usable string (trimmed; not
+    empty, at most 5 KiB, one line) or None (none, an error, another type: the validation's
+    ``message`` is used, else ``failed expression: ...``). None when they ran out of the budget
+    (upstream's ``failed messageExpression: ...``)."""
+    messages: list[str | None] = []
+    for validation in validations:
+        text = None
+        if validation.get("messageExpression"):
+            try:
+                text = evaluate(reads(str(validation["messageExpression"])), context, meter=meter)
+            except ExpressionError:  # (upstream logs it)
+                text = None
+            finally:
+                meter.spent += variables.take_cost()
+            if meter.over_budget():
+                return None
+            if isinstance(text, str):
+                text = text.strip()
+                if not text or len(text.encode()) > _MAX_MESSAGE or "\n" in text:
+                    text = None
+            else:
+                text = None
+        messages.append(text)
+    return messages
 
 
 def _cel_type(value: Any) -> str:
@@ -504,20 +565,13 @@ class AdmissionPolicies(BoundPolicies):
         declared = pspec.get("variables")
         # each of upstream's evaluations computes the variables it reads afresh: the match conditions,
         # the validations, the message expressions, the audit annotations (``api/policyvariables.py``)
-        variables = Variables(declared, context, meter, library)
-        errors: list[str] = []
-        for condition in pspec.get("matchConditions") or ():  # upstream's match condition matcher
-            expression = str(condition.get("expression", ""))
-            try:
-                value = await authorized(expression, context, library, meter, variables)
-            except ExpressionError as e:
-                errors.append(f"expression '{expression}' resulted in error: {e}")
-                continue
-            if value is False:
+        try:
+            if not await conditions_hold(pspec.get("matchConditions") or (), context, library, meter,
+                                         Variables(declared, context, meter, library)):
                 return  # a false condition: the policy does not apply, whatever errors others had
-        if errors:
+        except ConditionsFailed as e:
             if fail_closed:
-                decide(0, errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+                decide(0, str(e))
             return
         # the validations, then the failed ones' messages, within one budget; the audit annotations
         # within another: running out of one is the policy's one decision, as upstream's validator has it
@@ -538,19 +592,20 @@ class AdmissionPolicies(BoundPolicies):
         if meter.over_budget():
             decisions = [(0, OUT_OF_BUDGET, "Invalid")] if fail_closed else []
         else:
-            variables = Variables(declared, context, meter, library, authorizer=False)
+            messages = _messages(validations, context, meter,
+                                 Variables(declared, context, meter, library, authorizer=False))
             for index, (expression, error, passed) in enumerate(outcomes):
                 if error is not None:
                     if fail_closed:
                         decisions.append((index, f"expression '{expression}' resulted in error: {error}", "Invalid"))
+                elif messages is None:  # upstream's: each validation but those that erred fails so, passed or not
+                    if fail_closed:
+                        decisions.append((index, f"failed messageExpression: {OUT_OF_BUDGET}", "Invalid"))
                 elif not passed:
-                    message = _message(validations[index], expression, context, meter, variables)
-                    if meter.over_budget():  # upstream's: each validation but those that erred fails so
-                        decisions = [(i, f"expression '{x}' resulted in error: {error}" if error is not None
-                                      else f"failed messageExpression: {OUT_OF_BUDGET}", "Invalid")
-                                     for i, (x, error, _) in enumerate(outcomes)] if fail_closed else []
-                        break
-                    decisions.append((index, message, str(validations[index].get("reason") or "Invalid")))
+                    validation = validations[index]
+                    message = messages[index] or str(validation.get("message") or "").strip() \
+                        or f"failed expression: {expression.strip()}"
+                    decisions.append((index, message, str(validation.get("reason") or "Invalid")))
         refusals: list[str] = []  # the audit annotations' errors (under Fail: denials whatever the actions)
         published: list[tuple[str, str]] = []
         meter.spent = 0

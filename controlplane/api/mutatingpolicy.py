@@ -55,7 +55,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from ..registry.celsyntax import STRUCT_TYPE
-from ..registry.expressions import ExpressionError, Meter
+from ..registry.expressions import OUT_OF_BUDGET, ExpressionError, Meter
 from ..registry.shapes import Kind, Shape, custom_shape, shape_for
 from ..registry.typed import ShapeError, merge
 from ..registry.types import ResourceType
@@ -63,8 +63,10 @@ from . import gojsonpatch
 from .admissionpolicy import (
     AdmissionPolicies,
     BoundPolicies,
+    ConditionsFailed,
     Matching,
     authorized,
+    conditions_hold,
     forbidden_details,
     uses_authorizer,
 )
@@ -84,12 +86,7 @@ Invocation = tuple[str, str, str]  # (binding, param namespace, param name): ups
 
 
 class _MutationError(Exception):
-    """A mutation that fails: the policy's failurePolicy decides. ``invoked``: the policy's match
-    conditions took the request in (its mutations failed, not its conditions)."""
-
-    def __init__(self, message: str, invoked: bool = True) -> None:
-        super().__init__(message)
-        self.invoked = invoked
+    """A mutation, or a policy's match conditions, that fail: the policy's failurePolicy decides."""
 
 
 class Reinvocation:
@@ -186,25 +183,28 @@ class MutatingPolicies(BoundPolicies):
                 try:
                     if matched is rtype:
                         result = await self._apply(policy, rtype, work, context, library, meter)
-                        work = result if result is not None else work
+                        if result is not None:
+                            work = result[0]
                     else:  # in the version matched, and back (upstream's versioned attributes)
                         versioned = await as_version(self.kube, work, rtype, matched) or work
                         result = await self._apply(policy, matched, versioned, context, library, meter)
-                        if result is not None and result != versioned:
-                            work = await as_version(self.kube, result, matched, rtype) or work
-                except _MutationError as e:
+                        if result is not None and result[0] != versioned:
+                            work = await as_version(self.kube, result[0], matched, rtype) or work
+                except _MutationError as e:  # its match conditions erred: not invoked (upstream's)
                     if not ignore:
                         failed.append((f"policy '{pname}' with binding '{bname}' denied request: {e}", "Invalid"))
-                    if reinvocable and e.invoked and reinvocation is not None:  # (its conditions held: invoked)
-                        reinvocation.invoked.append(key)
                     continue
                 if result is None:
                     continue  # a match condition said no: not invoked (upstream's)
+                _, mutation_errors, applied = result
+                if not ignore:  # each failed mutation an error of its own (Ignore: the others' work kept)
+                    failed += [(f"policy '{pname}' with binding '{bname}' denied request: {error}", "Invalid")
+                               for error in mutation_errors]
                 if work != before:
                     changed_any = True
                 if reinvocation is not None:
-                    reinvocation.applied = True
-                    if reinvocable:
+                    reinvocation.applied = reinvocation.applied or applied
+                    if reinvocable:  # (invoked, whether its mutations failed or not)
                         reinvocation.invoked.append(key)
         errors = configuration + failed
         if errors:  # upstream's: 403, the first error's message (and reason, else Forbidden), each a cause
@@ -220,46 +220,62 @@ class MutatingPolicies(BoundPolicies):
         return changed_any
 
     async def _apply(self, policy: Obj, rtype: ResourceType, obj: Obj, context: Any,
-                     library: AuthorizerLibrary | None, meter: Meter) -> Obj | None:
-        """``obj`` after ``policy``'s mutations (None when its match conditions say no); raises
-        ``_MutationError``. ``library``: the request's ``authorizer``, which the
-        variables, match conditions and mutations ask, as upstream's."""
+                     library: AuthorizerLibrary | None, meter: Meter) -> tuple[Obj, list[str], bool] | None:
+        """``obj`` after ``policy``'s mutations, the errors of those that failed and whether one
+        was applied; None when its match conditions say no (their errors raise
+        ``_MutationError``). As upstream's dispatcher: each mutation is applied to the object
+        the ones before it made, each within a runtime budget of its own; one that fails is an
+        error of its own and the next still runs, on the object as the failed one found it.
+        ``library``: the request's ``authorizer``, which the variables, match conditions and
+        mutations ask, as upstream's."""
         pspec = policy.get("spec") or {}
         declared = pspec.get("variables")
         context.add_variable("object", obj)
-        variables = Variables(declared, context, meter, library)  # computed when read (api/policyvariables.py)
-        errors: list[str] = []
-        for condition in pspec.get("matchConditions") or ():  # upstream's match condition matcher
-            try:
-                value = await _evaluated(str(condition.get("expression", "")), context, library, meter, variables)
-            except _MutationError as e:
-                errors.append(str(e))
-                continue
-            if value is False:
+        try:
+            if not await conditions_hold(pspec.get("matchConditions") or (), context, library, meter,
+                                         Variables(declared, context, meter, library)):
                 return None  # a false condition: the policy does not apply, whatever errors others had
-        if errors:
-            raise _MutationError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]", invoked=False)
+        except ConditionsFailed as e:
+            raise _MutationError(str(e)) from e
+        errors: list[str] = []
+        applied = False
+        shape: Shape | None = None
         for mutation in pspec.get("mutations") or ():
             # each mutation its own evaluation, of the object the one before made (upstream's activation)
             context.add_variable("object", obj)
             variables = Variables(declared, context, meter, library)
-            if mutation.get("patchType") == "JSONPatch":
-                expression = str((mutation.get("jsonPatch") or {}).get("expression", ""))
-                obj = _json_patched(obj, await _evaluated(expression, context, library, meter, variables))
-            else:
-                expression = str((mutation.get("applyConfiguration") or {}).get("expression", ""))
-                obj = _applied(obj, await _evaluated(expression, context, library, meter, variables), _shape(rtype))
-        return obj
+            meter.spent = 0  # (upstream's patcher: RuntimeCELCostBudget for each mutation)
+            try:
+                if mutation.get("patchType") == "JSONPatch":
+                    expression = str((mutation.get("jsonPatch") or {}).get("expression", ""))
+                    obj = _json_patched(obj, await _evaluated(expression, context, library, meter, variables))
+                else:
+                    expression = str((mutation.get("applyConfiguration") or {}).get("expression", ""))
+                    if shape is None:
+                        shape = _shape(rtype)
+                    obj = _applied(obj, await _evaluated(expression, context, library, meter, variables), shape)
+            except _MutationError as e:
+                errors.append(str(e))
+                continue
+            applied = True  # (upstream's Dirty versioned attributes, whether the object changed or not)
+        return obj, errors, applied
 
 
 async def _evaluated(expression: str, context: Any, library: AuthorizerLibrary | None, meter: Meter,
                      variables: Variables) -> Any:
     """``expression``'s value; its error in upstream's words (``expression '...' resulted in error: ...``;
-    a variable's it read: ``composited variable "v" fails to evaluate: ...``)."""
+    a variable's it read: ``composited variable "v" fails to evaluate: ...``), or, when it and the
+    variables it read took the mutation past its budget (``meter``), upstream's out of budget
+    error, whatever the value or error."""
     try:
-        return await authorized(expression, context, library, meter, variables)
+        value = await authorized(expression, context, library, meter, variables)
     except ExpressionError as e:
+        if meter.over_budget():
+            raise _MutationError(OUT_OF_BUDGET) from e
         raise _MutationError(f"expression '{expression}' resulted in error: {e}") from e
+    if meter.over_budget():
+        raise _MutationError(OUT_OF_BUDGET)
+    return value
 
 
 def _json_patched(obj: Obj, result: Any) -> Obj:
@@ -283,9 +299,9 @@ def _json_patched(obj: Obj, result: Any) -> Obj:
     except gojsonpatch.PatchError as e:
         if e.test_failed:
             return obj  # a failed test: the patch is not applied
-        raise _MutationError(f"JSONPath: {e}") from e
+        raise _MutationError(f"JSON Patch: {e}") from e
     if not isinstance(patched, dict):
-        raise _MutationError("JSONPath: the patch did not leave an object")
+        raise _MutationError("JSON Patch: the patch did not leave an object")
     return patched
 
 

@@ -35,6 +35,7 @@ class ExpressionError(Exception):
 
 PER_CALL_LIMIT = 1_000_000  # upstream's celconfig.PerCallLimit, of one expression's evaluation
 RUNTIME_BUDGET = 10_000_000  # upstream's celconfig.RuntimeCELCostBudget, of one policy's validations
+MATCH_CONDITIONS_BUDGET = 2_500_000  # upstream's RuntimeCELCostBudgetMatchConditions, of one matcher's conditions
 COST_LIMIT_EXCEEDED = "operation cancelled: actual cost limit exceeded"  # cel-go's, past its cost limit
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
 
@@ -71,10 +72,10 @@ class Meter:
         self.calls += 1
         return True
 
-    def over_budget(self) -> bool:
+    def over_budget(self, matching: bool = False) -> bool:
         """Whether the expressions evaluated since the budget was reset (``spent = 0``) have
-        counted more than ``RUNTIME_BUDGET``."""
-        return self.spent > RUNTIME_BUDGET
+        counted more than ``RUNTIME_BUDGET`` (``matching``: match conditions', ``MATCH_CONDITIONS_BUDGET``)."""
+        return self.spent > (MATCH_CONDITIONS_BUDGET if matching else RUNTIME_BUDGET)
 
 
 def _program(expression: str, unescape: bool = False, metered: bool = False) -> Any:

@@ -332,3 +332,67 @@ async def test_a_variable_is_computed_once_when_read_and_costs_its_readers_budge
         "ValidatingAdmissionPolicy 'shared' with binding 'shared' denied request: expression 'variables.heavy' "
         'resulted in error: composited variable "heavy" fails to evaluate: operation cancelled: actual cost limit '
         "exceeded")
+
+
+async def test_every_message_expression_runs_within_what_the_validations_left(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's validator evaluates the message expression of every validation, a passed one's
+    too, within what the validations left of the budget (limits made small as above): three
+    passed validations whose message expressions cost 90 each (270 > 250) each fail with
+    ``failed messageExpression: ...``; with two (180) the request is admitted, the messages
+    never shown."""
+    from controlplane.registry import expressions
+
+    monkeypatch.setattr(expressions, "PER_CALL_LIMIT", 100)
+    monkeypatch.setattr(expressions, "RUNTIME_BUDGET", 250)
+    nested = "object.metadata.labels.all(k, object.metadata.labels.all(j, k != '' && j != ''))"  # 9 keys: 90
+    passed = {"expression": "true", "messageExpression": f"string({nested})"}
+    await client.create(POLICIES, policy("messages", [passed] * 3, matchConditions=[
+        {"name": "three", "expression": "'three' in object.metadata.labels"}]))
+    await client.create(POLICIES, policy("two-messages", [passed] * 2, matchConditions=[
+        {"name": "two", "expression": "'two' in object.metadata.labels"}]))
+    await bind(client, "messages", "messages", ["Deny"])
+    await bind(client, "two-messages", "two-messages", ["Deny"])
+    labels = {f"l{i}": "x" for i in range(8)}
+    with pytest.raises(ApiError) as e:
+        await client.create(DEPLOYMENTS, deployment("three", 1, three="x", **labels))
+    assert e.value.code == 422 and e.value.message.endswith(
+        "ValidatingAdmissionPolicy 'messages' with binding 'messages' denied request: failed messageExpression: "
+        "validation failed due to running out of cost budget, no further validation rules will be run")
+    await client.create(DEPLOYMENTS, deployment("two", 1, two="x", **labels))
+
+
+async def test_match_conditions_have_a_budget_of_their_own(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's matcher evaluates every match condition within RuntimeCELCostBudgetMatchConditions
+    (2,500,000; 150 here): past it its error is the policy's failure under ``Fail``, though a
+    condition before it was false; under ``Ignore`` the policy does not apply. Each expression
+    alone stays under the per-call limit (90 of 100)."""
+    from controlplane.registry import expressions
+
+    monkeypatch.setattr(expressions, "PER_CALL_LIMIT", 100)
+    monkeypatch.setattr(expressions, "MATCH_CONDITIONS_BUDGET", 150)
+    nested = "object.metadata.labels.all(k, object.metadata.labels.all(j, k != '' && j != ''))"  # 9 keys: 90
+    conditions = [{"name": "mine", "expression": "'budget' in object.metadata.labels"},
+                  {"name": "first", "expression": nested}, {"name": "second", "expression": nested}]
+    await client.create(POLICIES, policy("conditions", [{"expression": "false", "message": "applied"}],
+                                         matchConditions=conditions))
+    await bind(client, "conditions", "conditions", ["Deny"])
+    labels = {f"l{i}": "x" for i in range(9)}
+    with pytest.raises(ApiError) as e:  # the first condition is false: upstream's matcher errs all the same
+        await client.create(DEPLOYMENTS, deployment("spent", 1, **labels))
+    assert e.value.code == 422 and e.value.message.endswith(
+        "ValidatingAdmissionPolicy 'conditions' with binding 'conditions' denied request: validation failed due "
+        "to running out of cost budget, no further validation rules will be run")
+    with pytest.raises(ApiError) as e:  # 8 keys: 56 each, within it: the validation decides
+        await client.create(DEPLOYMENTS, deployment("fewer", 1, budget="x", **dict(list(labels.items())[:7])))
+    assert e.value.message.endswith("denied request: applied")
+    await client.create(DEPLOYMENTS, deployment("out", 1, **dict(list(labels.items())[:7])))  # (false: not applied)
+    await client.patch(f"{POLICIES}/conditions", {"spec": {"failurePolicy": "Ignore"}})
+    for _ in range(500):  # (the watch cache)
+        try:
+            await client.create(DEPLOYMENTS, deployment("ignored", 1, budget="x", **labels))
+            break
+        except ApiError:
+            await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("failurePolicy Ignore never admitted it")

@@ -119,7 +119,7 @@ async def test_errors_fail_closed_unless_ignored(client: Client) -> None:
     with pytest.raises(ApiError) as e:
         await client.create(CMS, {"metadata": {"name": "b"}})
     assert (e.value.code, e.value.reason) == (403, "Invalid")  # upstream's Forbidden with the Invalid reason
-    assert e.value.message.startswith("policy 'broken' with binding 'broken' denied request: JSONPath: ")
+    assert e.value.message.startswith("policy 'broken' with binding 'broken' denied request: JSON Patch: ")
     assert e.value.status is not None and e.value.status["details"]["causes"] == [{"message": e.value.message}]
     with pytest.raises(ApiError) as e:
         await client.create(CMS, {"metadata": {"name": "w"}})
@@ -135,6 +135,76 @@ async def test_errors_fail_closed_unless_ignored(client: Client) -> None:
     assert "denied request: type mismatch: expected object initializer type Object.metadata.labels, got " \
            "Object.metadata.wrong" in e.value.message
     assert (await client.create(CMS, {"metadata": {"name": "fine"}}))["metadata"]["name"] == "fine"
+
+
+async def test_a_failed_mutation_is_an_error_of_its_own_and_the_next_still_runs(client: Client) -> None:
+    """Upstream's dispatcher: a mutation that fails is the binding's error and the next mutation
+    runs on the object as the failed one found it. Under ``Ignore`` the mutations that applied
+    are kept; under ``Fail`` each failed mutation is a cause of its own, the first the message."""
+    mutations = (json_patch('[JSONPatch{op: "add", path: "/data/first", value: "1"}]'),
+                 json_patch('[JSONPatch{op: "add", path: "/nosuch/x", value: "1"}]'),
+                 apply_configuration('Object{data: {"third": string(size(object.data))}}'),
+                 json_patch('[JSONPatch{op: "add", path: "/data/fourth", value: string(1 / 0)}]'))
+    await client.create(POLICIES, policy("partial", *mutations, failurePolicy="Ignore", matchConditions=[
+        {"name": "partial", "expression": "object.metadata.name == 'partial'"}]))
+    await client.create(POLICIES, policy("closed", *mutations, matchConditions=[
+        {"name": "closed", "expression": "object.metadata.name == 'closed'"}]))
+    await bind(client, "partial", "partial")
+    await bind(client, "closed", "closed")
+    made = await client.create(CMS, {"metadata": {"name": "partial"}, "data": {"x": "1"}})
+    assert made["data"] == {"x": "1", "first": "1", "third": "2"}  # the third saw the first's work
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "closed"}, "data": {"x": "1"}})
+    first = ("policy 'closed' with binding 'closed' denied request: JSON Patch: add operation does not apply: doc "
+             'is missing path: "/nosuch/x": missing value')
+    assert (e.value.code, e.value.reason, e.value.message) == (403, "Invalid", first)
+    assert e.value.status is not None and e.value.status["details"]["causes"] == [
+        {"message": first}, {"message": "policy 'closed' with binding 'closed' denied request: expression "
+                                        "'[JSONPatch{op: \"add\", path: \"/data/fourth\", value: string(1 / 0)}]' "
+                                        "resulted in error: division by zero"}]
+
+
+async def test_each_mutation_and_the_match_conditions_have_a_budget(client: Client,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's patchers are each given the runtime budget (10,000,000; 250 here), the match
+    conditions theirs (2,500,000; 150 here): a mutation whose variables take it past its budget
+    fails with upstream's out of budget error, the next, within its own, applies (``Ignore``);
+    conditions past theirs are the binding's error, though one was false."""
+    from controlplane.registry import expressions
+
+    monkeypatch.setattr(expressions, "PER_CALL_LIMIT", 100)
+    monkeypatch.setattr(expressions, "RUNTIME_BUDGET", 250)
+    monkeypatch.setattr(expressions, "MATCH_CONDITIONS_BUDGET", 150)
+    nested = "object.metadata.labels.all(k, object.metadata.labels.all(j, k != '' && j != ''))"  # 9 keys: 90
+    costly = 'Object{data: {"costly": string(variables.a && variables.b && variables.c)}}'  # 270
+    cheap = 'Object{data: {"cheap": string(variables.a && variables.b)}}'  # 180
+    await client.create(POLICIES, policy(
+        "budgets", apply_configuration(costly), apply_configuration(cheap), failurePolicy="Ignore",
+        variables=[{"name": v, "expression": nested} for v in "abc"],
+        matchConditions=[{"name": "mine", "expression": "object.metadata.name.startsWith('budget')"}]))
+    await client.create(POLICIES, policy(
+        "conditions", json_patch("[]"), matchConditions=[
+            {"name": "mine", "expression": "object.metadata.name == 'conditions'"},
+            {"name": "first", "expression": nested}, {"name": "second", "expression": nested}]))
+    await bind(client, "budgets", "budgets")
+    await bind(client, "conditions", "conditions")
+    labels = {f"l{i}": "x" for i in range(9)}
+    with pytest.raises(ApiError) as e:  # "conditions" is out of its budget, though its first condition is false
+        await client.create(CMS, {"metadata": {"name": "budget", "labels": labels}})
+    assert e.value.message == ("policy 'conditions' with binding 'conditions' denied request: validation failed due "
+                               "to running out of cost budget, no further validation rules will be run")
+    made = await client.create(CMS, {"metadata": {"name": "budget", "labels": dict(list(labels.items())[:7])}})
+    assert made["data"] == {"costly": "true", "cheap": "true"}  # 8 labels: 56 each, within both budgets
+    await client.patch(f"{POLICIES}/conditions", {"spec": {"failurePolicy": "Ignore"}})
+    for _ in range(500):  # (the watch cache)
+        try:
+            made = await client.create(CMS, {"metadata": {"name": "budget-ignored", "labels": labels}})
+            break
+        except ApiError:
+            await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("failurePolicy Ignore never admitted it")
+    assert made["data"] == {"cheap": "true"}  # the costly mutation out of its budget, the next within its own
 
 
 async def test_if_needed_policies_run_again_after_a_later_one_changed_the_object(client: Client) -> None:
@@ -253,7 +323,7 @@ def test_a_patch_that_does_not_apply_is_refused_in_upstreams_words(served: Serve
         _wait_listed(http, BINDINGS, "go-patch")
         r = http.post(CMS, json={"metadata": {"generateName": "refused-", "labels": {"case": "go-patch"},
                                               "annotations": {}}})
-        message = ("policy 'go-patch' with binding 'go-patch' denied request: JSONPath: replace operation does "
+        message = ("policy 'go-patch' with binding 'go-patch' denied request: JSON Patch: replace operation does "
                    "not apply: doc is missing path: /data/missing: missing value")
         assert (r.status_code, r.json()) == (403, {
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
@@ -262,6 +332,34 @@ def test_a_patch_that_does_not_apply_is_refused_in_upstreams_words(served: Serve
         r = http.post(CMS, json={"metadata": {"name": "applied", "labels": {"case": "go-patch"}, "annotations": {}},
                                  "data": {"missing": "a"}})
         assert r.status_code == 201, r.text  # (the match condition leaves it out: nothing refused)
+
+
+def test_a_failed_mutation_leaves_the_others_applied_over_the_socket(served: Serve) -> None:
+    """Over the socket, as upstream's dispatcher: under ``Ignore`` a mutation that fails is
+    skipped and those before and after it apply; under ``Fail`` the Status has one cause per
+    failed mutation."""
+    token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+    mutations = (json_patch('[JSONPatch{op: "add", path: "/metadata/annotations", value: {"first": "1"}}]'),
+                 json_patch('[JSONPatch{op: "replace", path: "/data/x/y", value: "1"}]'),
+                 json_patch('[JSONPatch{op: "add", path: "/metadata/annotations/last", '
+                            'value: string(size(object.metadata.annotations))}]'))
+    with httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        for name, failure in (("skip-failed", "Ignore"), ("each-failed", "Fail")):
+            only = {"resourceRules": [CONFIGMAPS_RULE], "objectSelector": {"matchLabels": {"case": name}}}
+            r = http.post(POLICIES, json=policy(name, *mutations, mutations[1], matchConstraints=only,
+                                                failurePolicy=failure))
+            assert r.status_code == 201, r.text
+            r = http.post(BINDINGS, json={"metadata": {"name": name}, "spec": {"policyName": name}})
+            assert r.status_code == 201, r.text
+            _wait_listed(http, BINDINGS, name)
+        r = http.post(CMS, json={"metadata": {"name": "skipped", "labels": {"case": "skip-failed"}}})
+        assert r.status_code == 201, r.text
+        assert r.json()["metadata"]["annotations"] == {"first": "1", "last": "1"}
+        r = http.post(CMS, json={"metadata": {"name": "refused", "labels": {"case": "each-failed"}}})
+        message = ("policy 'each-failed' with binding 'each-failed' denied request: JSON Patch: replace operation "
+                   "does not apply: doc is missing path: /data/x/y: missing value")
+        assert (r.status_code, r.json()["reason"], r.json()["message"]) == (403, "Invalid", message)
+        assert r.json()["details"]["causes"] == [{"message": message}, {"message": message}]
 
 
 def _counter(key: str) -> str:

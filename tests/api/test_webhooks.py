@@ -210,6 +210,24 @@ def test_match_conditions_and_rules(api: Api, hook: WebhookServer) -> None:
                           headers={"content-type": "application/merge-patch+json"}).status_code == 200
 
 
+def test_match_conditions_have_upstreams_budget(api: Api, hook: WebhookServer) -> None:
+    """Upstream's matcher evaluates every condition within RuntimeCELCostBudgetMatchConditions
+    (2,500,000): three conditions of 900,601 iterations each (949 labels, each under the
+    per-call limit) pass it, and its error refuses the request under ``Fail`` though the first
+    condition is false; with 10 labels the false condition leaves the webhook out."""
+    heavy = "object.metadata.labels.all(k, object.metadata.labels.all(j, k != ''))"
+    api.configure(VALIDATING, "budget", [webhook("budget.example.com", hook, "/deny", matchConditions=[
+        {"name": "never", "expression": "object.metadata.name == 'never'"},
+        *({"name": f"heavy-{i}", "expression": heavy} for i in range(3))])])
+    labelled = api.pod("costly")
+    labelled["metadata"]["labels"] = {f"k{i}": "v" for i in range(949)}
+    r = api.http.post(PODS, json=labelled)
+    assert (r.status_code, r.json()["reason"], r.json()["message"]) == (
+        403, "Forbidden", 'pods "costly" is forbidden: validation failed due to running out of cost budget, no '
+                          "further validation rules will be run"), r.text
+    assert api.create_pod("cheap", k0="v", k1="v").status_code == 201
+
+
 @pytest.fixture(scope="module")
 def rbac_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     with running(start_serve(tmp_path_factory.mktemp("webhooks-rbac"), extra=("--authorization-mode", "RBAC"))) as s:
