@@ -8,7 +8,8 @@ webhooks, as upstream's plugin order has it (``pkg/kubeapiserver/options/plugins
 
     built-in mutating admission -> MutatingAdmissionPolicy -> mutating webhooks
     -> (a second round, if a policy applied a mutation or a webhook changed the object)
-       MutatingAdmissionPolicy's IfNeeded policies -> the IfNeeded webhooks it asks for
+       built-in mutating admission -> MutatingAdmissionPolicy's IfNeeded policies
+       -> the IfNeeded webhooks the changes ask for
 
 A create, an update, a subresource written by a handler of its own (with its own kind) or a
 CONNECT (its options) is mutated by every MutatingAdmissionPolicyBinding (in name order) whose
@@ -31,20 +32,24 @@ with the ``variables`` of that object:
   than it sits in (``Object.spec{selector: Object.spec.wrong{}}``) is a type mismatch.
 
 The object a mutation changed is defaulted again (upstream defaults the patched object).
-An error (an expression that fails or makes the wrong type, a patch that does not apply)
-fails the request unless the policy's ``failurePolicy`` is ``Ignore``, with upstream's
-Status: code 403, reason ``Invalid``, ``policy 'p' with binding 'b' denied request: <error>``.
+A mutation that fails (an expression that fails or makes the wrong type, a patch that does
+not apply, its budget spent) is an error of its own and the next mutation still runs, on the
+object as the failed one found it (upstream's dispatcher); the errors fail the request unless
+the policy's ``failurePolicy`` is ``Ignore`` (the mutations that applied kept), with upstream's
+Status: code 403, reason ``Invalid``, ``policy 'p' with binding 'b' denied request: <error>``,
+each a cause. Each mutation has a runtime budget of its own, the match conditions theirs
+(``admissionpolicy.conditions_hold``), as upstream's.
 
 Reinvocation, as upstream's (``Reinvocation``; ``api/rest.py`` runs the rounds): a policy
 that applied a mutation, changing the object or not (upstream's ``Dirty`` attributes), or a
 webhook that changed it, asks for a second round, where every IfNeeded policy invoked in the
-first runs once more, then the IfNeeded webhooks the changes ask for (``webhooks.HookReinvocation``).
+first runs once more (after the built-in mutating admission, run again as upstream's reinvoker
+runs the whole chain), then the IfNeeded webhooks the changes ask for (``webhooks.HookReinvocation``).
 
 Message constructions are rewritten into maps naming their type (``registry/celsyntax.py``):
 the interpreter parses them but cannot evaluate them. Parameters as a validating policy's
 (``api/policyparams.py``): applied once per param, ``params`` in every expression; ``authorizer``
-(``api/celauthz.py``) in the variables, match conditions and mutations. Not done: the built-in
-mutating admission run again in the second round, and the expressions' result types
+(``api/celauthz.py``) in the variables, match conditions and mutations. Not done: the expressions' result types
 at the policy's write but for whole literals (``registry/mutatingpolicies.py``; the others are
 checked when they run).
 """
@@ -104,7 +109,9 @@ class Reinvocation:
 
     def needed(self, changed: bool) -> list[Invocation]:
         """The invocations to make again: every IfNeeded one made, when a mutation was applied or
-        the object changed since the policies ran (``changed``: the webhooks changed it); else none."""
+        the object changed since the policies ran (``changed``: the webhooks, or the built-in
+        admission run again, changed it: upstream's ``IsOutputChangedSinceLastPolicyInvocation``);
+        else none."""
         return list(self.invoked) if self.applied or changed else []
 
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
+import functools
 import ipaddress
 import logging
 import random
@@ -1168,20 +1170,10 @@ class KubeApi:
                     "message": f"Invalid value: {generation}: must be greater than or equal to 0"}])
             if not isinstance(generation, int) or isinstance(generation, bool) or not generation:
                 meta.pop("generation", None)  # (0 is Go's zero value: never serialised)
-        if rtype is self._nodes and self.taint_nodes_at_creation:  # mutating admission: TaintNodesByCondition
-            admit_node(obj)
-        if rtype is self._pods and self._service_accounts is not None:  # mutating admission (the token volume)
-            await self._service_accounts.admit(namespace or "", obj)
-        if rtype is self._pods and self._priority_classes is not None:
-            await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
-        if rtype is self._pods and self._runtime_classes is not None:  # mutating admission (overhead)
-            await self._runtime_classes.admit(obj)
-        if self._limit_ranger is not None:  # mutating admission, before validation and the quota
-            await self._limit_ranger.admit(rtype, namespace, obj)
-        if rtype is self._default_classes.claims or rtype is self._default_classes.ingresses:
-            await self._default_classes.admit(rtype, obj)  # (a claim's class is what its quota counts)
+        built_in = functools.partial(self._built_in_create_admission, rtype, namespace, obj)
+        await built_in()
         if await self._mutating_admission(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
-                                          generated_name=not name):  # the last mutating admission
+                                          generated_name=not name, built_in=built_in):  # the last mutating admission
             meta = obj["metadata"]
         if rtype is self._pods and isinstance(obj.get("spec"), dict) and isinstance(obj.get("status"), dict):
             obj["status"]["qosClass"] = qos_class(obj["spec"])  # once admission set the resources (upstream)
@@ -1827,29 +1819,54 @@ class KubeApi:
         elif rtype.custom is not None:
             self.crds.admit_resource(rtype, obj, old)
 
+    async def _built_in_create_admission(self, rtype: ResourceType, namespace: str | None,
+                                         obj: dict[str, Any]) -> None:
+        """The built-in mutating admission of a create (``obj`` changed in place), before the
+        policies and webhooks (``_mutating_admission``), which run it again in their second
+        round as upstream's reinvoker runs the whole chain again: each step idempotent, as
+        upstream's plugins are (a token mount, a taint, a default, a class already there kept;
+        a priority or overhead already set checked against what it would set)."""
+        if rtype is self._nodes and self.taint_nodes_at_creation:  # TaintNodesByCondition
+            admit_node(obj)
+        if rtype is self._pods and self._service_accounts is not None:  # the token volume
+            await self._service_accounts.admit(namespace or "", obj)
+        if rtype is self._pods and self._priority_classes is not None:
+            await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
+        if rtype is self._pods and self._runtime_classes is not None:  # the overhead
+            await self._runtime_classes.admit(obj)
+        if self._limit_ranger is not None:  # before validation and the quota
+            await self._limit_ranger.admit(rtype, namespace, obj)
+        if rtype is self._default_classes.claims or rtype is self._default_classes.ingresses:
+            await self._default_classes.admit(rtype, obj)  # (a claim's class is what its quota counts)
+
     async def _mutating_update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
                                          obj: dict[str, Any], old: dict[str, Any], subresource: str | None) -> None:
         """Mutating admission of an update, after its strategy: a resize gets its namespace's
         LimitRange defaults and is held to its bounds (upstream's LimitRanger takes pods/resize,
-        and no other pod update); then the mutating webhooks."""
+        and no other pod update; again in the second round); then the policies and webhooks."""
+        built_in = None
         if rtype is self._pods and subresource == "resize" and self._limit_ranger is not None:
-            await self._limit_ranger.admit(rtype, namespace, obj, annotate=False)
-        await self._mutating_admission(rtype, namespace, name, "UPDATE", obj, old, subresource)
+            built_in = functools.partial(self._limit_ranger.admit, rtype, namespace, obj, annotate=False)
+            await built_in()
+        await self._mutating_admission(rtype, namespace, name, "UPDATE", obj, old, subresource, built_in=built_in)
 
     async def _mutating_admission(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
                                   obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None,
                                   kind: tuple[str, str, str] | None = None, generated_name: bool = False,
-                                  default: bool = True) -> bool:
+                                  default: bool = True,
+                                  built_in: Callable[[], Awaitable[None]] | None = None) -> bool:
         """The last mutating admission of a write, in upstream's plugin order: the
         MutatingAdmissionPolicies (api/mutatingpolicy.py), the mutating webhooks; then, when a
         policy applied a mutation or a webhook changed the object, the second round of
-        upstream's admission chain (``admission/reinvocation.go``): the policies with
-        ``reinvocationPolicy: IfNeeded`` invoked in the first (if a mutation was applied or
-        the webhooks changed the object), then the IfNeeded webhooks a later webhook's change
-        asked for (all those called since the last change too if the policies' second round
-        changed the object), each at most once more. ``obj`` is changed in place and defaulted
-        again after each that changed it (``default``); True: one did. Two generation
-        comparisons while neither policy bindings nor webhooks are stored."""
+        upstream's admission chain (``admission/reinvocation.go``, which runs the whole chain
+        again): the built-in mutating admission the write went through (``built_in``, run
+        again on ``obj``), the policies with ``reinvocationPolicy: IfNeeded`` invoked in the
+        first (if a mutation was applied, or the object changed since the policies ran), then
+        the IfNeeded webhooks a later webhook's change asked for (all those called since the
+        last change too if the object changed since the webhooks ran), each at most once more.
+        ``obj`` is changed in place and defaulted again after each policy or webhook round
+        that changed it (``default``); True: one did. Two generation comparisons while neither
+        policy bindings nor webhooks are stored."""
         policies = self._mutating_policies
         if policies is not None and not policies.active():
             policies = None
@@ -1875,8 +1892,14 @@ class KubeApi:
                 self._default_patched(rtype, obj)
         if not reinvocation.applied and not hooks.changed:
             return changed  # nothing asks for the second round
-        # the second round (the in-tree plugins are not run again here, unlike upstream's)
-        again = reinvocation.needed(hooks.changed)
+        # the second round: the whole mutating chain again, the built-in admission first
+        built_in_changed = False
+        if built_in is not None:
+            before = copy.deepcopy(obj)
+            await built_in()
+            built_in_changed = obj != before
+            changed = changed or built_in_changed
+        again = reinvocation.needed(hooks.changed or built_in_changed)
         policies_changed = bool(again) and policies is not None and await policies.mutate(
             rtype, namespace, name, operation, obj, old, subresource, user, kind, generated_name, only=again)
         if policies_changed:
@@ -1885,7 +1908,7 @@ class KubeApi:
                 self._default_patched(rtype, obj)
         if webhooks is not None and await webhooks.mutate(rtype, namespace, name, operation, obj, old, subresource,
                                                           generated_name=generated_name, kind=kind,
-                                                          again=hooks.needed(policies_changed)):
+                                                          again=hooks.needed(policies_changed or built_in_changed)):
             changed = True
             if default:
                 self._default_patched(rtype, obj)

@@ -7,7 +7,9 @@ Where in a write (``api/rest.py``)::
     built-in mutating admission (ServiceAccount, Priority, RuntimeClass, LimitRanger)
     -> MutatingAdmissionPolicy (api/mutatingpolicy.py)
     -> mutating webhooks, one after the other, each seeing the patches before it
-    -> MutatingAdmissionPolicy's IfNeeded policies again, if the webhooks changed the object
+    -> (a second round, if a policy applied a mutation or a webhook changed the object)
+       the built-in mutating admission again, MutatingAdmissionPolicy's IfNeeded policies,
+       the IfNeeded webhooks a later change asks for
     -> the strategy's validation
     -> ValidatingAdmissionPolicy -> validating webhooks, all at once -> ResourceQuota
 
@@ -71,8 +73,6 @@ options as the object (``PodExecOptions``...; ``Request.kind`` their kind), no o
 null ``options``; a patch changes the options the request goes on with (upstream converts
 the patched options back into those it connects with). An ``objectSelector`` that is not
 empty never takes it: the options have no metadata (``object_selected``).
-
-Not done: the in-tree plugins' reinvocation.
 """
 
 from __future__ import annotations
@@ -185,8 +185,9 @@ class HookReinvocation:
 
     def needed(self, changed: bool) -> set[tuple[str, str]]:
         """The webhooks to call again: those a later webhook's change asked for, and, when
-        the object changed since the webhooks' first round (``changed``: a policy's
-        reinvocation changed it), the IfNeeded ones called after the last change too."""
+        the object changed since the webhooks' first round (``changed``: the built-in admission
+        or a policy changed it in the second round), the IfNeeded ones called after the last
+        change too (upstream's ``IsOutputChangedSinceLastWebhookInvocation``)."""
         return self.again | set(self.invoked) if changed else set(self.again)
 
 

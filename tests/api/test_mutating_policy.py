@@ -220,6 +220,49 @@ async def test_if_needed_policies_run_again_after_a_later_one_changed_the_object
     assert made["metadata"]["annotations"] == {"labels": "2", "never": "2"}  # a-count again after b-label
 
 
+PODS = resource_path("", "v1", "pods", "default")
+PODS_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+SIDECAR = apply_configuration('Object{spec: Object.spec{containers: [Object.spec.containers{name: "sidecar", '
+                              'image: "proxy"}]}}')
+
+
+async def limit_range(client: Client, namespace: str = "default") -> None:
+    limits = resource_path("", "v1", "limitranges", namespace)
+    await client.create(limits, {"metadata": {"name": "defaults"}, "spec": {"limits": [
+        {"type": "Container", "defaultRequest": {"cpu": "200m"}}]}})
+    while not (await client.list(limits, resourceVersion="0"))["items"]:  # admission reads the watch cache
+        await asyncio.sleep(0.01)
+
+
+async def test_the_built_in_admission_runs_again_in_the_second_round(client: Client) -> None:
+    """Upstream's reinvoker runs the whole mutating chain again: a container a policy added in
+    the first round gets its LimitRange defaults in the second (the annotation naming it, as
+    upstream's LimitRanger overwrites it), and a priority class a policy changed is refused as
+    upstream's Priority plugin refuses it when it runs again."""
+    await limit_range(client)
+    await client.create(POLICIES, policy("sidecar", SIDECAR, rule=PODS_RULE, matchConditions=[
+        {"name": "wanted", "expression": "object.metadata.name == 'sidecar'"}]))
+    await client.create(resource_path("scheduling.k8s.io", "v1", "priorityclasses"),
+                        {"metadata": {"name": "high"}, "value": 1000})
+    await client.create(POLICIES, policy("priority", apply_configuration(
+        'Object{spec: Object.spec{priorityClassName: "high"}}'), rule=PODS_RULE, matchConditions=[
+        {"name": "wanted", "expression": "object.metadata.name == 'raised'"}]))
+    await bind(client, "sidecar", "sidecar")
+    await bind(client, "priority", "priority")
+    made = await client.create(PODS, {"metadata": {"name": "sidecar"}, "spec": {"containers": [
+        {"name": "c", "image": "app"}]}})
+    assert [(c["name"], c["resources"]) for c in made["spec"]["containers"]] == [
+        ("c", {"requests": {"cpu": "200m"}}), ("sidecar", {"requests": {"cpu": "200m"}})]
+    assert made["metadata"]["annotations"]["kubernetes.io/limit-ranger"] == \
+        "LimitRanger plugin set: cpu request for container sidecar"
+    with pytest.raises(ApiError) as e:  # Priority computed 0 in the first round, 1000 of "high" in the second
+        await client.create(PODS, {"metadata": {"name": "raised"}, "spec": {"containers": [
+            {"name": "c", "image": "app"}]}})
+    assert (e.value.code, e.value.message) == (403, 'pods "raised" is forbidden: the integer value of priority (0) '
+                                               "must not be provided in pod spec; priority admission controller "
+                                               "computed 1000 from the given PriorityClass name")
+
+
 async def test_the_policys_write_is_validated_as_upstreams(client: Client) -> None:
     bad = policy("bad", json_patch("[JSONPatch{"), {"patchType": "ApplyConfiguration"}, {"patchType": "Foo"},
                  rule={**CONFIGMAPS_RULE, "operations": ["DELETE"]},
@@ -410,3 +453,53 @@ def test_policies_and_webhooks_share_one_second_round(served: Serve, hook: Webho
         assert r.json()["metadata"]["annotations"] == {"seen": "1", "runs": "2", "never-runs": "1", "calls": "2"}
         reviews = [s for s in hook.seen("/count") if s["name"] == "rounds"]
         assert [s["object"]["metadata"]["annotations"].get("seen") for s in reviews] == ["none", "1"]
+
+
+def test_the_built_in_admission_runs_again_over_the_socket(served: Serve, hook: WebhookServer) -> None:
+    """Over the socket, upstream's second round of the whole mutating chain: the sidecar a
+    policy added gets the ServiceAccount token mount and its LimitRange defaults from the
+    built-in admission run again, and that change has the IfNeeded webhook, which changed
+    nothing since, called once more (upstream's ``IsOutputChangedSinceLastWebhookInvocation``)."""
+    token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+    selector = {"matchLabels": {"case": "built-in"}}
+    with httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        assert http.post("/api/v1/namespaces", json={"metadata": {"name": "built-in"}}).status_code == 201
+        r = http.post("/api/v1/namespaces/built-in/limitranges", json={"metadata": {"name": "defaults"}, "spec": {
+            "limits": [{"type": "Container", "defaultRequest": {"cpu": "200m"}}]}})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, "/api/v1/namespaces/built-in/limitranges", "defaults")
+        r = http.post("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", json={
+            "metadata": {"name": "built-in"}, "webhooks": [{
+                "name": "count.built-in.example.com", "reinvocationPolicy": "IfNeeded",
+                "clientConfig": {"url": hook.url("/count"), "caBundle": hook.ca_bundle},
+                "rules": [PODS_RULE], "objectSelector": selector,
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", "built-in")
+        only = {"resourceRules": [PODS_RULE], "objectSelector": selector}
+        r = http.post(POLICIES, json=policy("built-in-sidecar", SIDECAR, matchConstraints=only))
+        assert r.status_code == 201, r.text
+        r = http.post(BINDINGS, json={"metadata": {"name": "built-in-sidecar"},
+                                      "spec": {"policyName": "built-in-sidecar"}})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, BINDINGS, "built-in-sidecar")
+        pod = {"metadata": {"name": "reinvoked", "labels": {"case": "built-in"}},
+               "spec": {"containers": [{"name": "c", "image": "app"}]}}
+        for _ in range(500):  # (the namespace's default ServiceAccount, made just after it)
+            r = http.post("/api/v1/namespaces/built-in/pods", json=pod)
+            if r.status_code != 403 or "serviceaccount" not in r.text:
+                break
+            time.sleep(0.01)
+        assert r.status_code == 201, r.text
+        made = r.json()
+        containers = {c["name"]: c for c in made["spec"]["containers"]}
+        assert list(containers) == ["c", "sidecar"]
+        assert containers["sidecar"]["resources"] == {"requests": {"cpu": "200m"}}
+        mounts = [m["mountPath"] for m in containers["sidecar"]["volumeMounts"]]
+        assert mounts == ["/var/run/secrets/kubernetes.io/serviceaccount"]
+        assert len([v for v in made["spec"]["volumes"] if v["name"].startswith("kube-api-access-")]) == 1
+        assert made["metadata"]["annotations"]["calls"] == "2"
+        reviews = [s for s in hook.seen("/count") if s["name"] == "reinvoked"]
+        assert [[c["name"] for c in s["object"]["spec"]["containers"]] for s in reviews] == [["c", "sidecar"]] * 2
+        assert reviews[0]["object"]["spec"]["containers"][1]["resources"] == {}  # (defaulted in between)
+        assert reviews[1]["object"]["spec"]["containers"][1]["resources"] == {"requests": {"cpu": "200m"}}
