@@ -126,6 +126,27 @@ def _named(rules: Any, rtype: ResourceType, subresource: str | None, operation: 
     return None
 
 
+# the metadata upstream's CreateNamespaceObject keeps of the namespace a validating policy's validations see
+_VALIDATED_NAMESPACE_METADATA = ("name", "generateName", "namespace", "uid", "resourceVersion", "generation",
+                                 "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+                                 "annotations", "finalizers")
+
+
+def shown_namespace(namespace: Obj | None, validated: bool = False) -> Obj | None:
+    """The request's namespace as upstream's expressions see it, the typed object its informer
+    holds: no ``apiVersion`` or ``kind`` (a mutating policy's expressions, a validating one's
+    audit annotations); ``validated``: as upstream's ``CreateNamespaceObject`` makes it for a
+    validating policy's validations and message expressions, its spec, status and only some
+    of its metadata (no ``managedFields`` or ``ownerReferences``)."""
+    if namespace is None:
+        return None
+    shown = {k: v for k, v in namespace.items() if k not in ("apiVersion", "kind")}
+    if validated:
+        meta = namespace.get("metadata") or {}
+        shown["metadata"] = {k: meta[k] for k in _VALIDATED_NAMESPACE_METADATA if k in meta}
+    return shown
+
+
 def object_selected(selector: Any, *objects: Obj | None) -> bool:
     """Whether an ``objectSelector`` takes one of ``objects`` (the new and the old one), as
     upstream's object matcher: an empty selector takes every request; another takes none
@@ -219,7 +240,20 @@ async def conditions_hold(conditions: Any, context: Any, library: AuthorizerLibr
     results before it aside); then a false one leaves the request out (False), whatever errors
     the others had; else errors raise ``ConditionsFailed`` (``expression '...' resulted in
     error: ...``, aggregated); else True. A result neither false nor an error matches (upstream
-    checks no type as they run)."""
+    checks no type as they run). ``namespaceObject`` is null in them: upstream's matcher binds
+    no namespace, a policy's conditions as a webhook's (``context``'s put back after)."""
+    if not conditions:
+        return True
+    namespace_object = context.variables.get("namespaceObject")
+    context.add_variable("namespaceObject", None)
+    try:
+        return await _conditions_hold(conditions, context, library, meter, variables)
+    finally:
+        context.add_variable("namespaceObject", namespace_object)
+
+
+async def _conditions_hold(conditions: Any, context: Any, library: AuthorizerLibrary | None, meter: Meter,
+                           variables: Variables | None) -> bool:
     meter.spent = 0
     errors: list[str] = []
     excluded = False
@@ -446,8 +480,8 @@ class AdmissionPolicies(BoundPolicies):
                                       f"failed to configure policy: failed to convert object version: {e.message}")
                     continue
                 context = contexts[matched.api_version] = self._context(
-                    rtype, namespace, name, operation, shown, shown_old, subresource, user, namespace_object, kind,
-                    matched)
+                    rtype, namespace, name, operation, shown, shown_old, subresource, user,
+                    shown_namespace(namespace_object, validated=True), kind, matched)
                 meter.install(context)
                 if library is not None:
                     library.install(context)
@@ -458,7 +492,7 @@ class AdmissionPolicies(BoundPolicies):
                     library.install(each)
             for param in params:  # the policy evaluated once per param, each with its own verdict
                 context.add_variable("params", param)
-                await self._validate(policy, binding, context, verdicts, meter, library)
+                await self._validate(policy, binding, context, verdicts, meter, library, matching.namespace_object)
 
     @staticmethod
     def _configuration_error(policy: Obj, binding: Obj | None, error: ParamError, verdicts: _Verdicts) -> None:
@@ -535,7 +569,7 @@ class AdmissionPolicies(BoundPolicies):
 
     @staticmethod
     async def _validate(policy: Obj, binding: Obj, context: Any, verdicts: _Verdicts, meter: Meter,
-                        library: AuthorizerLibrary | None = None) -> None:
+                        library: AuthorizerLibrary | None = None, namespace: Obj | None = None) -> None:
         """Evaluate ``policy`` for ``binding`` (with the ``params`` set in ``context``) as
         upstream's validator, and act on each decision as its dispatcher does: every validation
         is evaluated, and each that fails (false, or an error under ``failurePolicy: Fail``)
@@ -610,22 +644,29 @@ class AdmissionPolicies(BoundPolicies):
         published: list[tuple[str, str]] = []
         meter.spent = 0
         variables = Variables(declared, context, meter, library, authorizer=False)
-        for annotation in pspec.get("auditAnnotations") or ():
-            expression = str(annotation.get("valueExpression", ""))
-            try:
-                value = without_authorizer(expression, context, meter, library, variables)
-            except ExpressionError as e:
-                refusals.append(f"expression '{expression}' resulted in error: {e}")
-                value = None
-            finally:
-                meter.spent += variables.take_cost()
-            if meter.over_budget():
-                break
-            if value is not None and not isinstance(value, str):
-                refusals.append(f"valueExpression '{expression}' resulted in unsupported return type: "
-                                f"{_cel_type(value)}. Return type must be either string or null.")
-            elif value and value.strip():  # (null or "": left out, as upstream)
-                published.append((str(annotation.get("key", "")), value.strip()[:_MAX_AUDIT_ANNOTATION_VALUE]))
+        annotations = pspec.get("auditAnnotations") or ()
+        validated_namespace = context.variables.get("namespaceObject")
+        if annotations:  # upstream evaluates them with the namespace as it is, not CreateNamespaceObject's
+            context.add_variable("namespaceObject", shown_namespace(namespace))
+        try:
+            for annotation in annotations:
+                expression = str(annotation.get("valueExpression", ""))
+                try:
+                    value = without_authorizer(expression, context, meter, library, variables)
+                except ExpressionError as e:
+                    refusals.append(f"expression '{expression}' resulted in error: {e}")
+                    value = None
+                finally:
+                    meter.spent += variables.take_cost()
+                if meter.over_budget():
+                    break
+                if value is not None and not isinstance(value, str):
+                    refusals.append(f"valueExpression '{expression}' resulted in unsupported return type: "
+                                    f"{_cel_type(value)}. Return type must be either string or null.")
+                elif value and value.strip():  # (null or "": left out, as upstream)
+                    published.append((str(annotation.get("key", "")), value.strip()[:_MAX_AUDIT_ANNOTATION_VALUE]))
+        finally:
+            context.add_variable("namespaceObject", validated_namespace)
         if meter.over_budget():
             decisions, refusals, published = [(0, OUT_OF_BUDGET, "Invalid")] if fail_closed else [], [], []
         for decision in decisions:

@@ -73,6 +73,7 @@ from .admissionpolicy import (
     authorized,
     conditions_hold,
     forbidden_details,
+    shown_namespace,
     uses_authorizer,
 )
 from .celauthz import AuthorizerLibrary
@@ -174,7 +175,7 @@ class MutatingPolicies(BoundPolicies):
                     context = contexts[matched.api_version] = AdmissionPolicies._context(
                         rtype, namespace, name if not generated_name else "", operation, None,
                         await as_version(self.kube, old, rtype, matched), subresource, user,
-                        await matching.namespace(), kind, matched)
+                        shown_namespace(await matching.namespace()), kind, matched)
                     meter.install(context)
                     if library is not None:
                         library.install(context)

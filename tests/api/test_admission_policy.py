@@ -396,3 +396,34 @@ async def test_match_conditions_have_a_budget_of_their_own(client: Client, monke
             await asyncio.sleep(0.01)
     else:
         raise AssertionError("failurePolicy Ignore never admitted it")
+
+
+async def test_match_conditions_see_no_namespace_object(client: Client) -> None:
+    """Upstream's matcher binds no namespace (``matchconditions/matcher.go`` passes nil), so a
+    policy's match conditions see ``namespaceObject`` null, where its validations see the
+    namespace."""
+    await client.create(POLICIES, policy("namespaced", [
+        {"expression": "namespaceObject.metadata.name == 'other'", "message": "the namespace was seen"}],
+        matchConditions=[{"name": "null", "expression": "namespaceObject == null"}]))
+    await bind(client, "namespaced", "namespaced", ["Deny"])
+    with pytest.raises(ApiError) as e:
+        await client.create(DEPLOYMENTS, deployment("seen", 1))
+    assert e.value.message.endswith("denied request: the namespace was seen")
+
+
+async def test_the_namespace_as_upstream_shows_it(client: Client) -> None:
+    """``namespaceObject`` as upstream's dispatchers give it, the typed object of an informer
+    (no ``apiVersion`` or ``kind``): to the validations through ``CreateNamespaceObject``,
+    which keeps some of its metadata only (no ``managedFields``), to the audit annotations
+    as it is."""
+    await client.create(POLICIES, policy("namespace-shown", [
+        {"expression": "false", "messageExpression":
+         "string(has(namespaceObject.kind)) + ' ' + string(has(namespaceObject.metadata.managedFields)) + ' ' "
+         "+ string(has(namespaceObject.metadata.labels)) + ' ' + string(has(namespaceObject.spec))"}]))
+    await bind(client, "namespace-shown", "namespace-shown", ["Deny"])
+    made = await client.create(resource_path("", "v1", "namespaces"), {"metadata": {"name": "shown"}},
+                               fieldManager="test")
+    assert made["metadata"]["managedFields"] and made["kind"] == "Namespace"
+    with pytest.raises(ApiError) as e:
+        await client.create(resource_path("apps", "v1", "deployments", "shown"), deployment("shown", 1))
+    assert e.value.message.endswith("denied request: false false true true")

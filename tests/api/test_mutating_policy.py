@@ -503,3 +503,14 @@ def test_the_built_in_admission_runs_again_over_the_socket(served: Serve, hook: 
         assert [[c["name"] for c in s["object"]["spec"]["containers"]] for s in reviews] == [["c", "sidecar"]] * 2
         assert reviews[0]["object"]["spec"]["containers"][1]["resources"] == {}  # (defaulted in between)
         assert reviews[1]["object"]["spec"]["containers"][1]["resources"] == {"requests": {"cpu": "200m"}}
+
+
+async def test_match_conditions_see_no_namespace_object(client: Client) -> None:
+    """As upstream's matcher, which binds no namespace: ``namespaceObject`` is null in a
+    policy's match conditions, the namespace in its mutations."""
+    await client.create(POLICIES, policy("namespaced", apply_configuration(
+        'Object{data: {"namespace": namespaceObject.metadata.name}}'),
+        matchConditions=[{"name": "null", "expression": "namespaceObject == null"}]))
+    await bind(client, "namespaced", "namespaced")
+    made = await client.create(CMS, {"metadata": {"name": "seen"}})
+    assert made["data"] == {"namespace": "default"}
