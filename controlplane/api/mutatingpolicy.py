@@ -125,8 +125,9 @@ class MutatingPolicies(BoundPolicies):
         """Apply the matching policies to ``obj`` in place (True: one changed it), once per
         param of each binding (``api/policyparams.py``). ``reinvocation``: where the first
         round notes what a second needs; ``only``: the second round's invocations
-        (``Reinvocation.needed``). Errors, the configuration's first (a param not found),
-        refuse the write together once every policy ran, as upstream's dispatcher."""
+        (``Reinvocation.needed``), the others' match conditions evaluated all the same. Errors,
+        the configuration's first (a param not found), refuse the write together once every
+        policy ran, as upstream's dispatcher."""
         if obj is None or operation == "DELETE":
             return False
         bindings = sorted(await self.bindings.of(""), key=lambda b: b["metadata"]["name"])
@@ -154,9 +155,6 @@ class MutatingPolicies(BoundPolicies):
                 reported.add(pname)
                 configuration.append((f'policy "{pname}" denied request: {error.configured}', ""))  # (Go's %q)
 
-        if only is not None:
-            rerun = {key[0] for key in only}
-            bindings = [b for b in bindings if b["metadata"]["name"] in rerun]
         matching = Matching(self, rtype, namespace, name, operation, obj, old, subresource, kind, namespaced_only=True)
         async for binding, policy, matched, params in matching.invocations(bindings, policies, refused):
             bname = binding["metadata"]["name"]
@@ -166,8 +164,9 @@ class MutatingPolicies(BoundPolicies):
             for param in params:  # the policy applied once per param (none: parameterNotFoundAction Allow)
                 meta = (param or {}).get("metadata") or {}
                 key = (bname, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-                if only is not None and key not in only:
-                    continue
+                # in the second round one not to be invoked again still has its match conditions
+                # evaluated, their errors reported (upstream's dispatcher asks ShouldReinvoke after them)
+                conditions_only = only is not None and key not in only
                 if kept is None:
                     work, kept = _shown(obj, operation, generated_name)
                 context = contexts.get(matched.api_version)
@@ -190,19 +189,20 @@ class MutatingPolicies(BoundPolicies):
                     pspec.get("reinvocationPolicy") == "IfNeeded"
                 try:
                     if matched is rtype:
-                        result = await self._apply(policy, rtype, work, context, library, meter)
+                        result = await self._apply(policy, rtype, work, context, library, meter, conditions_only)
                         if result is not None:
                             work = result[0]
                     else:  # in the version matched, and back (upstream's versioned attributes)
                         versioned = await as_version(self.kube, work, rtype, matched) or work
-                        result = await self._apply(policy, matched, versioned, context, library, meter)
+                        result = await self._apply(policy, matched, versioned, context, library, meter,
+                                                   conditions_only)
                         if result is not None and result[0] != versioned:
                             work = await as_version(self.kube, result[0], matched, rtype) or work
                 except _MutationError as e:  # its match conditions erred: not invoked (upstream's)
                     if not ignore:
                         failed.append((f"policy '{pname}' with binding '{bname}' denied request: {e}", "Invalid"))
                     continue
-                if result is None:
+                if result is None or conditions_only:
                     continue  # a match condition said no: not invoked (upstream's)
                 _, mutation_errors, applied = result
                 if not ignore:  # each failed mutation an error of its own (Ignore: the others' work kept)
@@ -228,14 +228,15 @@ class MutatingPolicies(BoundPolicies):
         return changed_any
 
     async def _apply(self, policy: Obj, rtype: ResourceType, obj: Obj, context: Any,
-                     library: AuthorizerLibrary | None, meter: Meter) -> tuple[Obj, list[str], bool] | None:
+                     library: AuthorizerLibrary | None, meter: Meter,
+                     conditions_only: bool = False) -> tuple[Obj, list[str], bool] | None:
         """``obj`` after ``policy``'s mutations, the errors of those that failed and whether one
         was applied; None when its match conditions say no (their errors raise
         ``_MutationError``). As upstream's dispatcher: each mutation is applied to the object
         the ones before it made, each within a runtime budget of its own; one that fails is an
         error of its own and the next still runs, on the object as the failed one found it.
         ``library``: the request's ``authorizer``, which the variables, match conditions and
-        mutations ask, as upstream's."""
+        mutations ask, as upstream's. ``conditions_only``: the match conditions, not the mutations."""
         pspec = policy.get("spec") or {}
         declared = pspec.get("variables")
         context.add_variable("object", obj)
@@ -245,6 +246,8 @@ class MutatingPolicies(BoundPolicies):
                 return None  # a false condition: the policy does not apply, whatever errors others had
         except ConditionsFailed as e:
             raise _MutationError(str(e)) from e
+        if conditions_only:
+            return obj, [], False
         errors: list[str] = []
         applied = False
         shape: Shape | None = None

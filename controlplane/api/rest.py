@@ -1900,7 +1900,7 @@ class KubeApi:
             built_in_changed = obj != before
             changed = changed or built_in_changed
         again = reinvocation.needed(hooks.changed or built_in_changed)
-        policies_changed = bool(again) and policies is not None and await policies.mutate(
+        policies_changed = policies is not None and await policies.mutate(  # (every match condition evaluated)
             rtype, namespace, name, operation, obj, old, subresource, user, kind, generated_name, only=again)
         if policies_changed:
             changed = True

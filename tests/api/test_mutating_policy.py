@@ -263,6 +263,28 @@ async def test_the_built_in_admission_runs_again_in_the_second_round(client: Cli
                                                "computed 1000 from the given PriorityClass name")
 
 
+async def test_the_second_round_evaluates_every_policys_match_conditions(client: Client) -> None:
+    """Upstream's dispatcher evaluates each matching binding's match conditions in the second
+    round too, before it asks whether the binding is to be invoked again: "a-checker" (not
+    invoked in the first round, its condition false) errs in the second, once "b-marker" added
+    its annotation, and refuses the write; "b-marker" is ``Never``, so not applied again."""
+    await client.create(POLICIES, policy("a-checker", json_patch("[]"), matchConditions=[{
+        "name": "marked", "expression": "has(object.metadata.annotations) && 'marked' in object.metadata.annotations"
+                                        " ? object.metadata.labels.missing == 'x' : false"}]))
+    await client.create(POLICIES, policy("b-marker", apply_configuration(
+        'Object{metadata: Object.metadata{annotations: {"marked": "yes"}}}'), matchConditions=[
+        {"name": "wanted", "expression": "object.metadata.name == 'marked'"}]))
+    await bind(client, "a-checker", "a-checker")
+    await bind(client, "b-marker", "b-marker")
+    with pytest.raises(ApiError) as e:
+        await client.create(CMS, {"metadata": {"name": "marked", "labels": {"x": "1"}}})
+    assert e.value.message == ("policy 'a-checker' with binding 'a-checker' denied request: expression 'has(object."
+                               "metadata.annotations) && 'marked' in object.metadata.annotations ? object.metadata."
+                               "labels.missing == 'x' : false' resulted in error: no such key: missing")
+    assert (await client.create(CMS, {"metadata": {"name": "unmarked"}})).get("metadata", {}).get("annotations") \
+        is None
+
+
 async def test_the_policys_write_is_validated_as_upstreams(client: Client) -> None:
     bad = policy("bad", json_patch("[JSONPatch{"), {"patchType": "ApplyConfiguration"}, {"patchType": "Foo"},
                  rule={**CONFIGMAPS_RULE, "operations": ["DELETE"]},
