@@ -246,15 +246,16 @@ class AdmissionWebhooks:
         ``reinvocation``: the first round of a write whose caller runs the second (after the
         mutating admission policies' own, as upstream's admission chain is run again), noting
         in it what that round needs; ``again``: the second round's webhooks (``needed``),
-        called only if they still match. Without either, the IfNeeded webhooks that a later
-        one's change asks for are called again at once.
+        called only if they still match (the others matched too, for their conditions'
+        errors). Without either, the IfNeeded webhooks that a later one's change asks for are
+        called again at once.
 
         A create's object is shown as upstream's admission sees it, before the
         strategy fills in the system's fields: no uid, no creationTimestamp (a zero one,
         which Go omits since 1.34), and no name when the name is to be generated; these
         are put back after."""
         hooks = await self._mutating.hooks()
-        if not hooks or (again is not None and not again):
+        if not hooks:
             return False
         request = Request(rtype, namespace or "", "" if generated_name else name, operation, None, old,
                           subresource or "", self._options(operation, options), kind)
@@ -272,7 +273,10 @@ class AdmissionWebhooks:
         patched_any = False
         for i, hook in enumerate(hooks):
             if again is not None and (hook.configuration, hook.name) not in again:
-                continue  # (upstream's: a webhook is never called first in the second round)
+                # not called (upstream's: a webhook is never called first in the second round), but
+                # matched all the same, its match conditions' errors refusing, as upstream's dispatcher
+                await self._matches(hook, request)
+                continue
             changed = await self._call_mutating(hook, request, 0 if again is None else 1, i)
             if changed is None:
                 continue

@@ -536,3 +536,36 @@ async def test_match_conditions_see_no_namespace_object(client: Client) -> None:
     await bind(client, "namespaced", "namespaced")
     made = await client.create(CMS, {"metadata": {"name": "seen"}})
     assert made["data"] == {"namespace": "default"}
+
+
+def test_the_second_round_matches_every_webhook(served: Serve, hook: WebhookServer) -> None:
+    """Upstream's webhook dispatcher matches every webhook in the second round before it asks
+    whether to call it again: a webhook not called in the first round (its condition false)
+    is not called in the second, but its condition's error there, on what the IfNeeded
+    policy's second run made, refuses the write."""
+    token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+    selector = {"matchLabels": {"case": "second-match"}}
+    condition = ("object.metadata.annotations['second-runs'] == '2' ? object.metadata.labels.missing == 'x' : "
+                 "false")
+    with httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        r = http.post("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", json={
+            "metadata": {"name": "second-match"}, "webhooks": [{
+                "name": "second-match.example.com", "clientConfig": {"url": hook.url("/mutate"),
+                                                                     "caBundle": hook.ca_bundle},
+                "rules": [CONFIGMAPS_RULE], "objectSelector": selector,
+                "matchConditions": [{"name": "second", "expression": condition}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", "second-match")
+        only = {"resourceRules": [CONFIGMAPS_RULE], "objectSelector": selector}
+        r = http.post(POLICIES, json=policy("second-runs", apply_configuration(_counter("second-runs")),
+                                            reinvocationPolicy="IfNeeded", matchConstraints=only))
+        assert r.status_code == 201, r.text
+        r = http.post(BINDINGS, json={"metadata": {"name": "second-runs"}, "spec": {"policyName": "second-runs"}})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, BINDINGS, "second-runs")
+        r = http.post(CMS, json={"metadata": {"name": "second-match", "labels": {"case": "second-match"}}})
+        assert (r.status_code, r.json()["message"]) == (
+            403, f"configmaps \"second-match\" is forbidden: expression '{condition}' resulted in error: no such "
+                 "key: missing"), r.text
+        assert not [s for s in hook.seen("/mutate") if s["name"] == "second-match"]
