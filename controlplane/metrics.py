@@ -536,6 +536,20 @@ ADMISSION_MATCH_CONDITION_SECONDS = Histogram(
     buckets=(0.005, 0.025, 0.1, 0.5, 1.0, 2.5),
     registry=REGISTRY,
 )
+# upstream's k8s.io/apiserver/pkg/admission/plugin/policy/mutating/metrics: one observation per mutation
+MUTATING_POLICY_CHECKS = Counter(
+    "apiserver_mutating_admission_policy_check",
+    "Mutating admission policy checks (each mutation evaluated), by policy, binding and error type.",
+    ["policy", "policy_binding", "error_type"],
+    registry=REGISTRY,
+)
+MUTATING_POLICY_CHECK_SECONDS = Histogram(
+    "apiserver_mutating_admission_policy_check_duration_seconds",
+    "Time each mutation of a mutating admission policy took, in seconds, by policy, binding and error type.",
+    ["policy", "policy_binding", "error_type"],
+    buckets=(0.0000005, 0.001, 0.01, 0.1, 1.0),
+    registry=REGISTRY,
+)
 CONVERSION_WEBHOOK_REQUESTS = Counter(
     "apiserver_conversion_webhook_request",
     "Counter for conversion webhook requests with success/failure and failure error type",

@@ -46,12 +46,14 @@ annotation naming it fails as it runs, as upstream evaluates those without it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..metrics import ADMISSION_MATCH_CONDITION_ERRORS, ADMISSION_MATCH_CONDITION_SECONDS
 from ..registry.celsyntax import VARIABLE
 from ..registry.expressions import OUT_OF_BUDGET, ExpressionError, Meter, evaluate
 from ..registry.types import ResourceType
@@ -215,13 +217,9 @@ async def authorized(expression: str, context: Any, library: AuthorizerLibrary |
 
 
 class ConditionsFailed(Exception):
-    """Match conditions that erred, none false (``errors``: how many did), or that ran out of
-    their budget (``errors`` 0): the error of upstream's matcher, which ``failurePolicy``
-    decides (``Fail``: the request is refused with it; ``Ignore``: the conditions do not match)."""
-
-    def __init__(self, message: str, errors: int) -> None:
-        super().__init__(message)
-        self.errors = errors
+    """Match conditions that erred, none false, or that ran out of their budget: the error of
+    upstream's matcher, which ``failurePolicy`` decides (``Fail``: the request is refused with
+    it; ``Ignore``: the conditions do not match)."""
 
 
 def aggregated(messages: list[str]) -> str:
@@ -232,48 +230,60 @@ def aggregated(messages: list[str]) -> str:
 
 
 async def conditions_hold(conditions: Any, context: Any, library: AuthorizerLibrary | None, meter: Meter,
-                          variables: Variables | None = None) -> bool:
+                          variables: Variables | None = None,
+                          observed: tuple[str, str, str, str] | None = None) -> bool:
     """Upstream's match condition matcher (``plugin/webhook/matchconditions/matcher.go``), as
     admission policies and webhooks alike use it: every condition is evaluated, in order,
-    within one runtime budget (``expressions.MATCH_CONDITIONS_BUDGET``, ``meter`` reset for it; past it, as
-    each expression's cost is added, the evaluation stops and its error is the matcher's, the
-    results before it aside); then a false one leaves the request out (False), whatever errors
-    the others had; else errors raise ``ConditionsFailed`` (``expression '...' resulted in
-    error: ...``, aggregated); else True. A result neither false nor an error matches (upstream
-    checks no type as they run). ``namespaceObject`` is null in them: upstream's matcher binds
-    no namespace, a policy's conditions as a webhook's (``context``'s put back after)."""
+    within one runtime budget (``expressions.MATCH_CONDITIONS_BUDGET``, ``meter`` reset for
+    it; past it, as each expression's cost is added, the evaluation stops and its error is the
+    matcher's, the results before it aside); then, the results in order, a false one leaves
+    the request out (False), whatever errors the others had; else errors raise
+    ``ConditionsFailed`` (``expression '...' resulted in error: ...``, aggregated); else True.
+    A result neither false nor an error matches (upstream checks no type as they run).
+    ``namespaceObject`` is null in them: upstream's matcher binds no namespace, a policy's
+    conditions as a webhook's (``context``'s put back after). ``observed``: the metrics'
+    labels (name, kind, type, operation), as the matcher observes them: each error met
+    before a false result, and the time of an evaluation that did not match."""
     if not conditions:
         return True
     namespace_object = context.variables.get("namespaceObject")
     context.add_variable("namespaceObject", None)
+    started = time.perf_counter()
     try:
-        return await _conditions_hold(conditions, context, library, meter, variables)
+        return await _conditions_hold(conditions, context, library, meter, variables, observed)
+    except ConditionsFailed:
+        if observed is not None:
+            ADMISSION_MATCH_CONDITION_SECONDS.labels(*observed).observe(time.perf_counter() - started)
+        raise
     finally:
         context.add_variable("namespaceObject", namespace_object)
 
 
 async def _conditions_hold(conditions: Any, context: Any, library: AuthorizerLibrary | None, meter: Meter,
-                           variables: Variables | None) -> bool:
+                           variables: Variables | None, observed: tuple[str, str, str, str] | None) -> bool:
     meter.spent = 0
-    errors: list[str] = []
-    excluded = False
+    started = time.perf_counter()
+    results: list[tuple[Any, str | None]] = []  # (value, error) of each condition, in order
     for condition in conditions:
         expression = str(condition.get("expression", "")) if isinstance(condition, dict) else ""
-        error: str | None = None
         try:
-            value = await authorized(expression, context, library, meter, variables)
+            results.append((await authorized(expression, context, library, meter, variables), None))
         except ExpressionError as e:
-            value, error = None, f"expression '{expression}' resulted in error: {e}"
+            results.append((None, f"expression '{expression}' resulted in error: {e}"))
         if meter.over_budget(matching=True):
-            raise ConditionsFailed(OUT_OF_BUDGET, 0)
+            raise ConditionsFailed(OUT_OF_BUDGET)
+    errors: list[str] = []
+    for value, error in results:
         if error is not None:
             errors.append(error)
+            if observed is not None:
+                ADMISSION_MATCH_CONDITION_ERRORS.labels(*observed).inc()
         elif value is False:
-            excluded = True
-    if excluded:
-        return False
+            if observed is not None:
+                ADMISSION_MATCH_CONDITION_SECONDS.labels(*observed).observe(time.perf_counter() - started)
+            return False
     if errors:
-        raise ConditionsFailed(aggregated(errors), len(errors))
+        raise ConditionsFailed(aggregated(errors))
     return True
 
 
@@ -599,9 +609,10 @@ class AdmissionPolicies(BoundPolicies):
         declared = pspec.get("variables")
         # each of upstream's evaluations computes the variables it reads afresh: the match conditions,
         # the validations, the message expressions, the audit annotations (``api/policyvariables.py``)
+        observed = (str(pname), "policy", "validate", str(context.variables["request"]["operation"]))
         try:
             if not await conditions_hold(pspec.get("matchConditions") or (), context, library, meter,
-                                         Variables(declared, context, meter, library)):
+                                         Variables(declared, context, meter, library), observed):
                 return  # a false condition: the policy does not apply, whatever errors others had
         except ConditionsFailed as e:
             if fail_closed:

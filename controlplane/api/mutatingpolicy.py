@@ -57,8 +57,10 @@ checked when they run).
 from __future__ import annotations
 
 import copy
+import time
 from typing import TYPE_CHECKING, Any
 
+from ..metrics import MUTATING_POLICY_CHECK_SECONDS, MUTATING_POLICY_CHECKS
 from ..registry.celsyntax import STRUCT_TYPE
 from ..registry.expressions import OUT_OF_BUDGET, ExpressionError, Meter
 from ..registry.shapes import Kind, Shape, custom_shape, shape_for
@@ -189,12 +191,13 @@ class MutatingPolicies(BoundPolicies):
                     pspec.get("reinvocationPolicy") == "IfNeeded"
                 try:
                     if matched is rtype:
-                        result = await self._apply(policy, rtype, work, context, library, meter, conditions_only)
+                        result = await self._apply(policy, bname, rtype, work, context, library, meter,
+                                                   conditions_only)
                         if result is not None:
                             work = result[0]
                     else:  # in the version matched, and back (upstream's versioned attributes)
                         versioned = await as_version(self.kube, work, rtype, matched) or work
-                        result = await self._apply(policy, matched, versioned, context, library, meter,
+                        result = await self._apply(policy, bname, matched, versioned, context, library, meter,
                                                    conditions_only)
                         if result is not None and result[0] != versioned:
                             work = await as_version(self.kube, result[0], matched, rtype) or work
@@ -227,7 +230,7 @@ class MutatingPolicies(BoundPolicies):
             obj.update(work)
         return changed_any
 
-    async def _apply(self, policy: Obj, rtype: ResourceType, obj: Obj, context: Any,
+    async def _apply(self, policy: Obj, binding: str, rtype: ResourceType, obj: Obj, context: Any,
                      library: AuthorizerLibrary | None, meter: Meter,
                      conditions_only: bool = False) -> tuple[Obj, list[str], bool] | None:
         """``obj`` after ``policy``'s mutations, the errors of those that failed and whether one
@@ -236,13 +239,18 @@ class MutatingPolicies(BoundPolicies):
         the ones before it made, each within a runtime budget of its own; one that fails is an
         error of its own and the next still runs, on the object as the failed one found it.
         ``library``: the request's ``authorizer``, which the variables, match conditions and
-        mutations ask, as upstream's. ``conditions_only``: the match conditions, not the mutations."""
+        mutations ask, as upstream's. ``conditions_only``: the match conditions, not the mutations.
+        Each mutation is counted in upstream's ``apiserver_mutating_admission_policy_check_*``,
+        the match conditions in its matcher's metrics (kind ``policy``, type ``validate``, as
+        upstream's plugin labels them)."""
         pspec = policy.get("spec") or {}
         declared = pspec.get("variables")
+        pname = str(policy["metadata"]["name"])
         context.add_variable("object", obj)
+        observed = (pname, "policy", "validate", str(context.variables["request"]["operation"]))
         try:
             if not await conditions_hold(pspec.get("matchConditions") or (), context, library, meter,
-                                         Variables(declared, context, meter, library)):
+                                         Variables(declared, context, meter, library), observed):
                 return None  # a false condition: the policy does not apply, whatever errors others had
         except ConditionsFailed as e:
             raise _MutationError(str(e)) from e
@@ -256,6 +264,7 @@ class MutatingPolicies(BoundPolicies):
             context.add_variable("object", obj)
             variables = Variables(declared, context, meter, library)
             meter.spent = 0  # (upstream's patcher: RuntimeCELCostBudget for each mutation)
+            started = time.perf_counter()
             try:
                 if mutation.get("patchType") == "JSONPatch":
                     expression = str((mutation.get("jsonPatch") or {}).get("expression", ""))
@@ -267,9 +276,17 @@ class MutatingPolicies(BoundPolicies):
                     obj = _applied(obj, await _evaluated(expression, context, library, meter, variables), shape)
             except _MutationError as e:
                 errors.append(str(e))
+                _observe(pname, binding, "out_of_budget" if str(e) == OUT_OF_BUDGET else "invalid_error", started)
                 continue
+            _observe(pname, binding, "no_error", started)
             applied = True  # (upstream's Dirty versioned attributes, whether the object changed or not)
         return obj, errors, applied
+
+
+def _observe(policy: str, binding: str, error_type: str, started: float) -> None:
+    """One mutation in upstream's metrics (``error_type``: ``no_error``, ``invalid_error``, ``out_of_budget``)."""
+    MUTATING_POLICY_CHECKS.labels(policy, binding, error_type).inc()
+    MUTATING_POLICY_CHECK_SECONDS.labels(policy, binding, error_type).observe(time.perf_counter() - started)
 
 
 async def _evaluated(expression: str, context: Any, library: AuthorizerLibrary | None, meter: Meter,

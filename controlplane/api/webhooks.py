@@ -88,9 +88,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..metrics import (
-    ADMISSION_MATCH_CONDITION_ERRORS,
     ADMISSION_MATCH_CONDITION_EXCLUSIONS,
-    ADMISSION_MATCH_CONDITION_SECONDS,
     ADMISSION_WEBHOOK_DURATION,
     ADMISSION_WEBHOOK_FAIL_OPEN,
     ADMISSION_WEBHOOK_REJECTIONS,
@@ -375,14 +373,10 @@ class AdmissionWebhooks:
         meter = Meter()  # upstream's per-call limit and the conditions' budget (admissionpolicy.conditions_hold)
         meter.install(context)
         labels = (hook.name, "webhook", _step(hook), request.operation)
-        started = time.perf_counter()
         try:
-            excluded, message = not await conditions_hold(conditions, context, library, meter), ""
+            excluded, message = not await conditions_hold(conditions, context, library, meter, observed=labels), ""
         except ConditionsFailed as e:
             excluded, message = hook.spec.get("failurePolicy") == "Ignore", str(e)
-            if e.errors:
-                ADMISSION_MATCH_CONDITION_ERRORS.labels(*labels).inc(e.errors)
-        ADMISSION_MATCH_CONDITION_SECONDS.labels(*labels).observe(time.perf_counter() - started)
         if excluded:
             ADMISSION_MATCH_CONDITION_EXCLUSIONS.labels(*labels).inc()
             return True

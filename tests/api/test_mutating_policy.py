@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.client import ApiError, Client, resource_path
 from tests.api.webhook_server import WebhookServer
@@ -397,6 +398,10 @@ def test_a_patch_that_does_not_apply_is_refused_in_upstreams_words(served: Serve
         r = http.post(CMS, json={"metadata": {"name": "applied", "labels": {"case": "go-patch"}, "annotations": {}},
                                  "data": {"missing": "a"}})
         assert r.status_code == 201, r.text  # (the match condition leaves it out: nothing refused)
+        # upstream's matcher times an evaluation that does not match, labelled as its plugin labels it
+        timed = _metric(http, "apiserver_admission_match_condition_evaluation_seconds_count")
+        assert [v for labels, v in timed if labels == {"name": "go-patch", "kind": "policy", "type": "validate",
+                                                        "operation": "CREATE"}] == [1.0]
 
 
 def test_a_failed_mutation_leaves_the_others_applied_over_the_socket(served: Serve) -> None:
@@ -425,6 +430,21 @@ def test_a_failed_mutation_leaves_the_others_applied_over_the_socket(served: Ser
                    "does not apply: doc is missing path: /data/x/y: missing value")
         assert (r.status_code, r.json()["reason"], r.json()["message"]) == (403, "Invalid", message)
         assert r.json()["details"]["causes"] == [{"message": message}, {"message": message}]
+        # each mutation in upstream's apiserver_mutating_admission_policy_check_* (the IfNeeded-less
+        # policies applied once: no second round counts for them)
+        checks = _metric(http, "apiserver_mutating_admission_policy_check_total")
+        for name in ("skip-failed", "each-failed"):
+            assert {labels["error_type"]: value for labels, value in checks
+                    if labels["policy"] == name and labels["policy_binding"] == name} == \
+                {"no_error": 2.0, "invalid_error": 2.0}, name
+        seconds = _metric(http, "apiserver_mutating_admission_policy_check_duration_seconds_count")
+        assert sum(v for labels, v in seconds if labels["policy"] == "each-failed") == 4
+
+
+def _metric(http: httpx.Client, sample: str) -> list[tuple[dict[str, str], float]]:
+    """The server's /metrics samples named ``sample``: (labels, value)."""
+    return [(s.labels, s.value) for family in text_string_to_metric_families(http.get("/metrics").text)
+            for s in family.samples if s.name == sample]
 
 
 def _counter(key: str) -> str:
