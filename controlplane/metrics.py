@@ -536,6 +536,22 @@ ADMISSION_MATCH_CONDITION_SECONDS = Histogram(
     buckets=(0.005, 0.025, 0.1, 0.5, 1.0, 2.5),
     registry=REGISTRY,
 )
+# upstream's k8s.io/apiserver/pkg/admission/plugin/policy/validating/metrics: one observation per
+# decision and action taken (a validation that passed, none)
+VALIDATING_POLICY_CHECKS = Counter(
+    "apiserver_validating_admission_policy_check",
+    "Validating admission policy checks, by policy, binding, error type and the enforcement action taken.",
+    ["policy", "policy_binding", "error_type", "enforcement_action"],
+    registry=REGISTRY,
+)
+VALIDATING_POLICY_CHECK_SECONDS = Histogram(
+    "apiserver_validating_admission_policy_check_duration_seconds",
+    "Time each validation expression of a validating admission policy took, in seconds, by policy, binding, "
+    "error type and the enforcement action taken.",
+    ["policy", "policy_binding", "error_type", "enforcement_action"],
+    buckets=(0.0000005, 0.001, 0.01, 0.1, 1.0),
+    registry=REGISTRY,
+)
 # upstream's k8s.io/apiserver/pkg/admission/plugin/policy/mutating/metrics: one observation per mutation
 MUTATING_POLICY_CHECKS = Counter(
     "apiserver_mutating_admission_policy_check",

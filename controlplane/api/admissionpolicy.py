@@ -53,7 +53,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..metrics import ADMISSION_MATCH_CONDITION_ERRORS, ADMISSION_MATCH_CONDITION_SECONDS
+from ..metrics import (
+    ADMISSION_MATCH_CONDITION_ERRORS,
+    ADMISSION_MATCH_CONDITION_SECONDS,
+    VALIDATING_POLICY_CHECK_SECONDS,
+    VALIDATING_POLICY_CHECKS,
+)
 from ..registry.celsyntax import VARIABLE
 from ..registry.expressions import OUT_OF_BUDGET, ExpressionError, Meter, evaluate
 from ..registry.types import ResourceType
@@ -314,6 +319,17 @@ def _messages(validations: Any, context: Any, meter: Meter, variables: Variables
                 text = None
         messages.append(text)
     return messages
+
+
+def _observe_check(policy: str, binding: str, message: str, action: str, elapsed: float) -> None:
+    """A decision in upstream's ``apiserver_validating_admission_policy_check_*`` (its
+    ``ErrorType``: ``out_of_budget`` for a message that says so, else ``invalid_error``, a
+    plain false validation's too; ``action``: ``deny``, ``warn``, ``audit``, or ``allow`` for
+    an error ``failurePolicy: Ignore`` admits)."""
+    error_type = "out_of_budget" if message.startswith("validation failed due to running out of cost budget") \
+        else "invalid_error"
+    VALIDATING_POLICY_CHECKS.labels(policy, binding, error_type, action).inc()
+    VALIDATING_POLICY_CHECK_SECONDS.labels(policy, binding, error_type, action).observe(elapsed)
 
 
 def _cel_type(value: Any) -> str:
@@ -596,15 +612,23 @@ class AdmissionPolicies(BoundPolicies):
         fail_closed = pspec.get("failurePolicy") != "Ignore"
         prefix = f"ValidatingAdmissionPolicy '{pname}' with binding '{bname}'"
 
-        def decide(index: int, message: str, reason: str = "Invalid") -> None:
+        def decide(index: int, message: str, reason: str = "Invalid", elapsed: float = 0.0,
+                   denied: bool = True) -> None:
+            if not denied:  # an error failurePolicy Ignore admits: counted all the same
+                _observe_check(pname, bname, message, "allow", elapsed)
+                return
             for action in actions:  # (upstream's order: the binding's)
                 if action == "Deny":
                     verdicts.deny(f"{prefix} denied request: {message}", reason)
-                elif action == "Audit" and verdicts.failures is not None:
-                    verdicts.failures.append({"message": message, "policy": pname, "binding": bname,
-                                              "expressionIndex": index, "validationActions": actions})
+                elif action == "Audit":
+                    if verdicts.failures is not None:
+                        verdicts.failures.append({"message": message, "policy": pname, "binding": bname,
+                                                  "expressionIndex": index, "validationActions": actions})
                 elif action == "Warn":
                     add_warning(f"Validation failed for {prefix}: {message}")
+                else:
+                    continue
+                _observe_check(pname, bname, message, action.lower(), elapsed)
 
         declared = pspec.get("variables")
         # each of upstream's evaluations computes the variables it reads afresh: the match conditions,
@@ -621,37 +645,41 @@ class AdmissionPolicies(BoundPolicies):
         # the validations, then the failed ones' messages, within one budget; the audit annotations
         # within another: running out of one is the policy's one decision, as upstream's validator has it
         validations = pspec.get("validations") or ()
-        outcomes: list[tuple[str, str | None, bool]] = []  # (expression, its error, whether it passed)
+        # (expression, its error, whether it passed, the seconds it took)
+        outcomes: list[tuple[str, str | None, bool, float]] = []
         meter.spent = 0
         variables = Variables(declared, context, meter, library)
         for validation in validations:
             expression = str(validation.get("expression", ""))
+            started = time.perf_counter()
             try:
-                outcomes.append((expression, None, await authorized(expression, context, library, meter,
-                                                                    variables) is True))
+                passed, error = await authorized(expression, context, library, meter, variables) is True, None
             except ExpressionError as e:
-                outcomes.append((expression, str(e), False))
+                passed, error = False, str(e)
+            outcomes.append((expression, error, passed, time.perf_counter() - started))
             if meter.over_budget():
                 break
-        decisions: list[tuple[int, str, str]] = []  # (index, message, reason) of each failure
+        # (index, message, reason, seconds, denied: False for an error failurePolicy Ignore admits)
+        decisions: list[tuple[int, str, str, float, bool]] = []
         if meter.over_budget():
-            decisions = [(0, OUT_OF_BUDGET, "Invalid")] if fail_closed else []
+            decisions = [(0, OUT_OF_BUDGET, "Invalid", 0.0, fail_closed)]
         else:
             messages = _messages(validations, context, meter,
                                  Variables(declared, context, meter, library, authorizer=False))
-            for index, (expression, error, passed) in enumerate(outcomes):
+            for index, (expression, error, passed, elapsed) in enumerate(outcomes):
                 if error is not None:
-                    if fail_closed:
-                        decisions.append((index, f"expression '{expression}' resulted in error: {error}", "Invalid"))
+                    decisions.append((index, f"expression '{expression}' resulted in error: {error}", "Invalid",
+                                      elapsed, fail_closed))
                 elif messages is None:  # upstream's: each validation but those that erred fails so, passed or not
-                    if fail_closed:
-                        decisions.append((index, f"failed messageExpression: {OUT_OF_BUDGET}", "Invalid"))
+                    decisions.append((index, f"failed messageExpression: {OUT_OF_BUDGET}", "Invalid", elapsed,
+                                      fail_closed))
                 elif not passed:
                     validation = validations[index]
                     message = messages[index] or str(validation.get("message") or "").strip() \
                         or f"failed expression: {expression.strip()}"
-                    decisions.append((index, message, str(validation.get("reason") or "Invalid")))
-        refusals: list[str] = []  # the audit annotations' errors (under Fail: denials whatever the actions)
+                    decisions.append((index, message, str(validation.get("reason") or "Invalid"), elapsed, True))
+        refusals: list[tuple[str, float]] = []  # the audit annotations' errors (under Fail: denials whatever
+        # the actions), with the seconds each took
         published: list[tuple[str, str]] = []
         meter.spent = 0
         variables = Variables(declared, context, meter, library, authorizer=False)
@@ -662,28 +690,32 @@ class AdmissionPolicies(BoundPolicies):
         try:
             for annotation in annotations:
                 expression = str(annotation.get("valueExpression", ""))
+                started = time.perf_counter()
                 try:
                     value = without_authorizer(expression, context, meter, library, variables)
                 except ExpressionError as e:
-                    refusals.append(f"expression '{expression}' resulted in error: {e}")
+                    refusals.append((f"expression '{expression}' resulted in error: {e}",
+                                     time.perf_counter() - started))
                     value = None
                 finally:
                     meter.spent += variables.take_cost()
                 if meter.over_budget():
                     break
                 if value is not None and not isinstance(value, str):
-                    refusals.append(f"valueExpression '{expression}' resulted in unsupported return type: "
-                                    f"{_cel_type(value)}. Return type must be either string or null.")
+                    refusals.append((f"valueExpression '{expression}' resulted in unsupported return type: "
+                                     f"{_cel_type(value)}. Return type must be either string or null.",
+                                     time.perf_counter() - started))
                 elif value and value.strip():  # (null or "": left out, as upstream)
                     published.append((str(annotation.get("key", "")), value.strip()[:_MAX_AUDIT_ANNOTATION_VALUE]))
         finally:
             context.add_variable("namespaceObject", validated_namespace)
         if meter.over_budget():
-            decisions, refusals, published = [(0, OUT_OF_BUDGET, "Invalid")] if fail_closed else [], [], []
+            decisions, refusals, published = [(0, OUT_OF_BUDGET, "Invalid", 0.0, fail_closed)], [], []
         for decision in decisions:
             decide(*decision)
-        for refusal in refusals if fail_closed else ():
+        for refusal, elapsed in refusals if fail_closed else ():
             verdicts.deny(f"{prefix} denied request: {refusal}")
+            _observe_check(pname, bname, refusal, "deny", elapsed)
         if verdicts.failures is not None:
             for key, value in published:
                 values = verdicts.annotations.setdefault(f"{pname}/{key}", [])

@@ -5,12 +5,17 @@ namespace labels and match conditions, as upstream's plugin."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.client import ApiError, Client, resource_path
+from tests.test_cli import Serve, running, start_serve
 
 POLICIES = resource_path("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
 BINDINGS = resource_path("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
@@ -427,3 +432,49 @@ async def test_the_namespace_as_upstream_shows_it(client: Client) -> None:
     with pytest.raises(ApiError) as e:
         await client.create(resource_path("apps", "v1", "deployments", "shown"), deployment("shown", 1))
     assert e.value.message.endswith("denied request: false false true true")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("vap-serve"), extra=("--no-scheduler",))) as s:
+        yield s
+
+
+def test_upstreams_check_metrics_over_the_socket(served: Serve) -> None:
+    """``apiserver_validating_admission_policy_check_total`` and ``..._duration_seconds`` as
+    upstream's dispatcher observes them: each failed validation (an error under ``Fail`` too,
+    a plain false one ``invalid_error`` as well) once per action its binding takes, an error
+    ``Ignore`` admits as ``allow``, a passed validation not at all."""
+    token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+    rules = {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                "resources": ["configmaps"]}], "objectSelector": {"matchLabels": {"case": "metrics"}}}
+    validations = [{"expression": "true"}, {"expression": "false", "message": "no"},
+                   {"expression": "object.data.missing == 'x'"}]
+    with httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        for name, failure, actions in (("metrics", "Fail", ["Deny"]), ("metrics-warned", "Fail", ["Warn", "Audit"]),
+                                       ("metrics-ignored", "Ignore", ["Warn"])):
+            r = http.post(POLICIES, json={"metadata": {"name": name}, "spec": {
+                "failurePolicy": failure, "matchConstraints": rules,
+                "validations": validations[2:] if failure == "Ignore" else validations}})
+            assert r.status_code == 201, r.text
+            r = http.post(BINDINGS, json={"metadata": {"name": name}, "spec": {"policyName": name,
+                                                                                "validationActions": actions}})
+            assert r.status_code == 201, r.text
+        for _ in range(500):  # admission reads the watch cache
+            listed = http.get(BINDINGS, params={"resourceVersion": "0"}).json()["items"]
+            if len(listed) == 3:
+                break
+            time.sleep(0.01)
+        r = http.post("/api/v1/namespaces/default/configmaps", json={
+            "metadata": {"name": "measured", "labels": {"case": "metrics"}}, "data": {"k": "v"}})
+        assert r.status_code == 422 and r.json()["message"].endswith("denied request: no"), r.text
+        text = http.get("/metrics").text
+        checks = {(s.labels["policy"], s.labels["policy_binding"], s.labels["error_type"],
+                   s.labels["enforcement_action"]): s.value
+                  for family in text_string_to_metric_families(text) for s in family.samples
+                  if s.name == "apiserver_validating_admission_policy_check_total"}
+        assert checks == {("metrics", "metrics", "invalid_error", "deny"): 2.0,
+                          ("metrics-warned", "metrics-warned", "invalid_error", "warn"): 2.0,
+                          ("metrics-warned", "metrics-warned", "invalid_error", "audit"): 2.0,
+                          ("metrics-ignored", "metrics-ignored", "invalid_error", "allow"): 1.0}
+        assert "apiserver_validating_admission_policy_check_duration_seconds_bucket{" in text
