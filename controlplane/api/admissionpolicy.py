@@ -27,11 +27,14 @@ As upstream's dispatcher, every binding, param and validation is evaluated (``_V
 each failure takes each of its binding's actions, the first denial is the answer, every
 ``Warn`` failure a warning, the first ``Audit`` failure the audit annotation. The expressions
 are metered (``registry/expressions.Meter``) for upstream's per-call cost limit and runtime
-cost budget: comprehension iterations are counted, the only cost the interpreter lets one count.
-Expressions are compiled once per text, with the CEL interpreter the DRA selectors use.
+cost budget: comprehension iterations are counted, the only cost the interpreter lets one count;
+the match conditions within a budget of their own (``conditions_hold``, upstream's matcher,
+which webhooks share). Expressions are compiled once per text, with the CEL interpreter the DRA
+selectors use. Each decision is counted in upstream's metrics (``_observe_check``).
 
 A failed validation's message is its ``messageExpression``'s string, else its
-``message``, else the expression.
+``message``, else the expression; every message expression is evaluated, a passed
+validation's too, within what the validations left of the budget (``_messages``).
 
 Parameters (``paramKind``, a binding's ``paramRef``) as ``api/policyparams.py`` resolves
 them: the policy evaluated once per param, ``params`` in every expression; a configuration
