@@ -175,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-csi-nodes", dest="csi_nodes", action="store_false",
                        help="the simulated nodes' kubelets register no CSINode (storage.k8s.io/v1) with their "
                             "Node, a create and a stored object a node fewer (default: they do, as a kubelet)")
+    serve.add_argument("--volume-provisioners", default="", metavar="LIST",
+                       help="the external provisioners the simulated one provisions volumes for, comma-separated "
+                            "('*': every one), besides the CSI drivers a CSIDriver object registers; a claim of "
+                            "any other class stays Pending, as where nothing runs its provisioner (default: none)")
     serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
                        help="do not run the built-in scheduler, nor the controllers (workloads, Jobs, the node "
                             "lifecycle and taint eviction controllers, ...): only the API server, the node simulator "
@@ -462,6 +466,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             pod_events=args.pod_events,
             node_events=args.node_events,
             csi_nodes=args.csi_nodes,
+            volume_provisioners=tuple(name for name in args.volume_provisioners.split(",") if name),
             job_failure_rate=args.job_failure_rate,
             job_failure_exit_code=args.job_failure_exit_code,
             crash_backoff=args.crash_loop_backoff,

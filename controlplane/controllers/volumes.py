@@ -10,12 +10,24 @@ For each claim:
   and volume mode, every access mode the claim asks for, at least its size, and the
   claim's label selector; a volume whose ``claimRef`` names the claim (pre-bound),
   or the volume the claim names in ``volumeName``, is taken first;
-- failing that, a claim whose class has a provisioner gets a new volume (``pvc-<uid>``,
-  a ``csi`` source of the provisioner's name, the class's reclaim policy), at once
-  for ``Immediate`` classes, and for ``WaitForFirstConsumer`` ones once a pod that
-  mounts the claim is on a node (the node is recorded in the claim's
+- failing that, a claim whose class has an external provisioner is handed to it as
+  upstream's ``provisionClaimOperationExternal`` does: the claim gets the
+  ``volume.kubernetes.io/storage-provisioner`` annotation (and its beta form) naming
+  it, and an ``ExternalProvisioning`` event. The simulated provisioner then acts for
+  the provisioners that run here: those a CSIDriver object of the same name
+  registers, as a CSI driver's deployment does, and those ``serve
+  --volume-provisioners`` names (``*``: every one). It creates a new volume
+  (``pvc-<uid>``, a ``csi`` source of the provisioner's name, the class's reclaim
+  policy), at once for ``Immediate`` classes, and for ``WaitForFirstConsumer`` ones once
+  a pod that mounts the claim is on a node (the node is recorded in the claim's
   ``volume.kubernetes.io/selected-node`` annotation and the volume's node affinity).
-  ``kubernetes.io/no-provisioner`` classes provision nothing, as upstream.
+  A claim of any other provisioner stays ``Pending``, as on a cluster where nothing
+  runs it, and is provisioned once its CSIDriver appears;
+- the events upstream's binder records about a claim it cannot bind, each time it
+  syncs one: ``FailedBinding`` (no class), ``WaitForFirstConsumer`` or
+  ``WaitForPodScheduled`` (a class that waits, no pod on a node yet), Warning
+  ``ProvisioningFailed`` (a class that does not exist; ``kubernetes.io/no-provisioner``,
+  which provisions nothing, as upstream).
 
 Binding writes both sides as upstream: the volume's ``claimRef`` and ``Bound``
 phase; the claim's ``volumeName``, ``bind-completed`` and ``bound-by-controller``
@@ -66,9 +78,14 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 PVC_PROTECTION = "kubernetes.io/pvc-protection"  # added at create by the API (api/rest.py) with this controller
 PV_PROTECTION = "kubernetes.io/pv-protection"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
+# set by the binder on a claim it hands to an external provisioner (upstream's setClaimProvisioner)
+STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
+BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
+EVERY_PROVISIONER = "*"
 CLAIMS = resource_path("", "v1", "persistentvolumeclaims")
 VOLUMES = resource_path("", "v1", "persistentvolumes")
 CLASSES = resource_path("storage.k8s.io", "v1", "storageclasses")
+CSI_DRIVERS = resource_path("storage.k8s.io", "v1", "csidrivers")
 
 Obj = dict[str, Any]
 
@@ -78,6 +95,12 @@ def _size(resources: Any) -> Any:
         return parse_quantity((resources or {}).get("storage", 0))
     except QuantityError:
         return None
+
+
+def _mounts(pod: Obj, claim: str) -> bool:
+    """Whether ``pod`` mounts the claim named ``claim`` (of its namespace)."""
+    return any(((volume or {}).get("persistentVolumeClaim") or {}).get("claimName") == claim
+               for volume in (pod.get("spec") or {}).get("volumes") or () if isinstance(volume, dict))
 
 
 def _claim_path(namespace: str, name: str = "", sub: str = "") -> str:
@@ -93,8 +116,10 @@ class VolumeController:
     # part for claims, each turned off on its own by ``serve --controllers`` (``start``)
     binds = protects_claims = protects_volumes = collects = True
 
-    def __init__(self, client: Client, workers: int = 2) -> None:
+    def __init__(self, client: Client, workers: int = 2, provisioners: frozenset[str] = frozenset()) -> None:
         self.client = client
+        # the provisioners the simulated one acts for without a CSIDriver (``*``: every one)
+        self.provisioners = provisioners
         # the garbage collector's part for claims as its service account: the binder's role reads no owner
         self.gc_client = client.as_identity(service_account_user("generic-garbage-collector"))
         self.workers = workers
@@ -108,6 +133,8 @@ class VolumeController:
                                        on_delete=self._volume_changed)
         self.classes = client.informer(CLASSES, on_add=self._class_changed,
                                        on_update=lambda _old, new: self._class_changed(new))
+        # a CSI driver registered: the claims waiting for its provisioner are provisioned
+        self.drivers = client.informer(CSI_DRIVERS, on_add=self._class_changed)
         self.pods = client.informer("/api/v1/pods", on_add=self._pod_changed,
                                     on_update=lambda _old, new: self._pod_changed(new),
                                     on_delete=self._pod_deleted)
@@ -183,6 +210,13 @@ class VolumeController:
             self._pod_gone(pod)
         node = spec.get("nodeName")
         if not node:
+            # a consumer not scheduled yet: its claims' events say they wait for it (upstream's
+            # binder says so at its next periodic sync)
+            for volume in spec.get("volumes") or ():
+                source = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else None
+                key = f"{meta_of(pod).get('namespace', '')}/{(source or {}).get('claimName')}"
+                if source and ((self.claims.items.get(key) or {}).get("status") or {}).get("phase") == "Pending":
+                    self.queue.add("claim:" + key)
             return
         for volume in spec.get("volumes") or ():
             source = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else None
@@ -195,7 +229,7 @@ class VolumeController:
     # -- running
     async def run(self) -> None:
         await run_controller("persistentvolume controller",
-                             (self.claims, self.volumes, self.classes, self.pods, self.sets),
+                             (self.claims, self.volumes, self.classes, self.drivers, self.pods, self.sets),
                              self.queue, self.sync, self.workers)
 
     async def sync(self, key: str) -> None:
@@ -270,16 +304,64 @@ class VolumeController:
         if volume is not None:
             await self._bind(pvc, volume)
             return
+        if spec.get("volumeName"):
+            return  # waits for the volume it names
         class_name = spec.get("storageClassName") or ""
-        sc = self.classes.items.get(class_name) if class_name else None
-        if sc is None or sc.get("provisioner") in (None, "", NO_PROVISIONER) or spec.get("volumeName"):
-            return  # waits for a volume to appear (or for its class)
+        if not class_name:
+            self.events.record("PersistentVolumeClaim", pvc, "FailedBinding",
+                               "no persistent volumes available for this claim and no storage class is set")
+            return
+        sc = self.classes.items.get(class_name)
+        if sc is None:
+            self.events.record("PersistentVolumeClaim", pvc, "ProvisioningFailed",
+                               f'storageclass.storage.k8s.io "{class_name}" not found', "Warning")
+            return
         node = None
         if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
             node = (meta.get("annotations") or {}).get(SELECTED_NODE) or self._consumers.get(key)
             if node is None:
-                return  # upstream's WaitForFirstConsumer event is written by the scheduler's binder
-        await self._provision(pvc, sc, node)
+                self._record_waiting(pvc)
+                return
+        provisioner = str(sc.get("provisioner") or "")
+        if provisioner in ("", NO_PROVISIONER):
+            self.events.record("PersistentVolumeClaim", pvc, "ProvisioningFailed",
+                               f"no volume plugin matched name: {provisioner}", "Warning")
+            return
+        annotations = meta.get("annotations") or {}
+        if annotations.get(STORAGE_PROVISIONER) != provisioner \
+                or annotations.get(BETA_STORAGE_PROVISIONER) != provisioner:
+            await self.client.patch(_claim_path(namespace, name), {"metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "annotations": {STORAGE_PROVISIONER: provisioner, BETA_STORAGE_PROVISIONER: provisioner}}})
+            return  # handed on the updated claim's event
+        self.events.record("PersistentVolumeClaim", pvc, "ExternalProvisioning",
+                           f"Waiting for a volume to be created either by the external provisioner '{provisioner}' "
+                           "or manually by the system administrator. If volume creation is delayed, please verify "
+                           "that the provisioner is running and correctly registered.")
+        if self._runs(provisioner):
+            await self._provision(pvc, sc, node)
+
+    def _runs(self, provisioner: str) -> bool:
+        """Whether a provisioner runs here: a CSI driver registered (its CSIDriver object), or one
+        ``serve --volume-provisioners`` names."""
+        return EVERY_PROVISIONER in self.provisioners or provisioner in self.provisioners \
+            or provisioner in self.drivers.items
+
+    def _record_waiting(self, pvc: Obj) -> None:
+        """Upstream's event about a claim of a class that waits for its first consumer."""
+        meta = meta_of(pvc)
+        pods = held_in(self.pods.items, meta.get("namespace", ""))
+        waiting = sorted(str(meta_of(pod).get("name", "")) for pod in pods
+                         if not (pod.get("spec") or {}).get("nodeName") and _mounts(pod, meta.get("name", "")))
+        if not waiting:
+            self.events.record("PersistentVolumeClaim", pvc, "WaitForFirstConsumer",
+                               "waiting for first consumer to be created before binding")
+        elif len(waiting) == 1:
+            self.events.record("PersistentVolumeClaim", pvc, "WaitForPodScheduled",
+                               f"waiting for pod {waiting[0]} to be scheduled")
+        else:
+            self.events.record("PersistentVolumeClaim", pvc, "WaitForPodScheduled",
+                               f"waiting for pods {','.join(waiting)} to be scheduled")
 
     def _find_volume(self, pvc: Obj) -> Obj | None:
         meta, spec = meta_of(pvc), pvc.get("spec") or {}
@@ -391,11 +473,8 @@ class VolumeController:
         meta = meta_of(pvc)
         namespace, name = meta.get("namespace"), meta.get("name")
         for pod in held_in(self.pods.items, namespace or ""):
-            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            for volume in (pod.get("spec") or {}).get("volumes") or ():
-                if ((volume or {}).get("persistentVolumeClaim") or {}).get("claimName") == name:
-                    return True
+            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and _mounts(pod, name or ""):
+                return True
         return False
 
     async def _release(self, path: str, obj: Obj, finalizer: str) -> None:
@@ -447,7 +526,7 @@ class VolumeController:
 async def start(client: Client, config: Config) -> None:
     """The component entry point (``controlplane/components.py``): the parts ``--controllers``
     turns on."""
-    controller = VolumeController(client)
+    controller = VolumeController(client, provisioners=frozenset(config.volume_provisioners))
     controller.binds = config.controller_enabled("persistentvolume-binder-controller")
     controller.protects_claims = config.controller_enabled("persistentvolumeclaim-protection-controller")
     controller.protects_volumes = config.controller_enabled("persistentvolume-protection-controller")

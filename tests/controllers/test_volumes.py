@@ -13,6 +13,7 @@ from tests.controllers.test_statefulsets import SETS, rolled_out, statefulset
 PVCS = "/api/v1/namespaces/default/persistentvolumeclaims"
 PVS = "/api/v1/persistentvolumes"
 CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
+DRIVERS = "/apis/storage.k8s.io/v1/csidrivers"
 PODS = "/api/v1/namespaces/default/pods"
 
 
@@ -25,6 +26,17 @@ def volume(name: str, size: str, **spec: Any) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": {"disk": name}},
             "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
                      "hostPath": {"path": f"/mnt/{name}"}, **spec}}
+
+
+async def storage_class(c: Client, body: dict[str, Any]) -> None:
+    """``body``, a StorageClass, created with the CSIDriver that registers its provisioner: the
+    simulated provisioner acts for registered drivers only."""
+    try:
+        await c.create(DRIVERS, {"metadata": {"name": body["provisioner"]}, "spec": {}})
+    except ApiError as e:
+        if e.code != 409:
+            raise
+    await c.create(CLASSES, body)
 
 
 async def phase(c: Client, path: str) -> str:
@@ -89,23 +101,23 @@ async def _all(c: Client, path: str, want: str, n: int) -> bool:
 
 
 async def test_the_default_class_provisions_and_deleting_the_claim_deletes_its_volume(client: Client) -> None:
-    await client.create(CLASSES, {"metadata": {"name": "standard", "annotations": {
-        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "example.com/csi"})
+    await storage_class(client, {"metadata": {"name": "standard", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "csi.example.com"})
     await client.create(PVCS, claim("logs", "5Gi"))  # no class named: the default one is assigned
     await until(lambda: _is(client, f"{PVCS}/logs", "Bound"))
     pvc = await client.get(f"{PVCS}/logs")
     assert pvc["spec"]["storageClassName"] == "standard"
     pv = await client.get(f"{PVS}/{pvc['spec']['volumeName']}")
     assert pv["metadata"]["name"] == f"pvc-{pvc['metadata']['uid']}"
-    assert pv["spec"]["csi"]["driver"] == "example.com/csi"
+    assert pv["spec"]["csi"]["driver"] == "csi.example.com"
     assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Delete"
-    assert pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == "example.com/csi"
+    assert pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == "csi.example.com"
     await client.delete(f"{PVCS}/logs")
     await until(lambda: _is(client, f"{PVS}/{pv['metadata']['name']}", "Gone"))
 
 
 async def test_wait_for_first_consumer_provisions_on_the_node_of_the_first_pod(client: Client) -> None:
-    await client.create(CLASSES, {"metadata": {"name": "local"}, "provisioner": "example.com/local",
+    await storage_class(client, {"metadata": {"name": "local"}, "provisioner": "local.csi.example.com",
                                   "volumeBindingMode": "WaitForFirstConsumer"})
     await client.create(PVCS, claim("scratch", storageClassName="local"))
     await client.create(PVCS, claim("static", storageClassName="none"))  # a class that does not exist: waits
@@ -124,7 +136,7 @@ async def test_wait_for_first_consumer_provisions_on_the_node_of_the_first_pod(c
 
 
 async def test_statefulset_pods_get_their_own_claims_and_scale_down_deletes_them(client: Client) -> None:
-    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    await storage_class(client, {"metadata": {"name": "fast"}, "provisioner": "csi.example.com"})
     sts = statefulset("db", 3, volumeClaimTemplates=[{"metadata": {"name": "data", "labels": {"tier": "db"}},
                                                       "spec": {"storageClassName": "fast",
                                                                "accessModes": ["ReadWriteOnce"],
@@ -153,7 +165,7 @@ async def test_scale_down_deletes_the_claims_when_the_set_would_delete_them_too(
     """Both policies ``Delete``: a scaled-away pod's claims lose the set's reference and get the
     pod's, so they go with the pod (upstream's updateClaimOwnerRefForSetAndPod); the set keeps
     the others, which go with it."""
-    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    await storage_class(client, {"metadata": {"name": "fast"}, "provisioner": "csi.example.com"})
     sts = statefulset("both", 2, volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {
         "storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
                       persistentVolumeClaimRetentionPolicy={"whenScaled": "Delete", "whenDeleted": "Delete"})
@@ -171,7 +183,7 @@ async def test_a_retention_policy_changed_later_is_carried_over_to_the_claims(cl
     """Claims made under ``Retain`` get the set's reference once ``whenDeleted`` is Delete, and
     lose it when it is Retain again; a scale-down under ``whenScaled: Delete`` then takes the
     scaled-away pod's claim (upstream's ClaimsMatchRetentionPolicy, at every sync)."""
-    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    await storage_class(client, {"metadata": {"name": "fast"}, "provisioner": "csi.example.com"})
     sts = statefulset("later", 2, podManagementPolicy="Parallel", volumeClaimTemplates=[{
         "metadata": {"name": "data"}, "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
                                                "resources": {"requests": {"storage": "1Gi"}}}}])
@@ -202,7 +214,7 @@ async def test_a_claims_owners_changed_by_someone_else_are_put_back_at_once(clie
     """Under ``whenDeleted: Delete`` a claim is the set's; someone stripping its references
     while the set's pods are quiet gets the set synced again by the claim's event, which
     puts them back (no pod event was coming to do it)."""
-    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    await storage_class(client, {"metadata": {"name": "fast"}, "provisioner": "csi.example.com"})
     sts = statefulset("kept", 1, volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {
         "storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
                       persistentVolumeClaimRetentionPolicy={"whenScaled": "Retain", "whenDeleted": "Delete"})
@@ -223,7 +235,7 @@ async def test_the_claim_of_a_pending_pod_deleted_is_made_again(client: Client) 
     """A pod that cannot be scheduled stays Pending; its claim deleted (its protection
     finalizer forced off) is made again, as upstream's createMissingPersistentVolumeClaims,
     once the claim's deletion brings the set back."""
-    await client.create(CLASSES, {"metadata": {"name": "fast"}, "provisioner": "example.com/csi"})
+    await storage_class(client, {"metadata": {"name": "fast"}, "provisioner": "csi.example.com"})
     sts = statefulset("stuck", 1, volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {
         "storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}])
     sts["spec"]["template"]["spec"]["nodeSelector"] = {"nowhere": "true"}
@@ -249,7 +261,7 @@ async def test_the_claim_of_a_pending_pod_deleted_is_made_again(client: Client) 
 
 
 async def test_a_claim_in_use_waits_for_its_pod_before_it_goes(client: Client) -> None:
-    await client.create(CLASSES, {"metadata": {"name": "std"}, "provisioner": "example.com/csi"})
+    await storage_class(client, {"metadata": {"name": "std"}, "provisioner": "csi.example.com"})
     pvc = await client.create(PVCS, claim("held", storageClassName="std"))
     assert pvc["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]
     await until(lambda: _is(client, f"{PVCS}/held", "Bound"))
@@ -287,8 +299,8 @@ async def test_a_pod_waits_for_its_immediate_claims_to_be_bound(client: Client) 
     await client.create(PVCS, claim("later"))  # no class, and no default class yet
     await until(lambda: says("pod has unbound immediate PersistentVolumeClaims"))
     assert not (await client.get(f"{PODS}/waiter"))["spec"].get("nodeName")
-    await client.create(CLASSES, {"metadata": {"name": "std", "annotations": {
-        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "example.com/csi"})
+    await storage_class(client, {"metadata": {"name": "std", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "csi.example.com"})
 
     async def running() -> bool:
         return ((await client.get(f"{PODS}/waiter")).get("status") or {}).get("phase") == "Running"
@@ -318,3 +330,71 @@ async def test_a_pod_goes_where_its_bound_volume_is(client: Client) -> None:
 
     await until(placed)
     assert (await client.get(f"{PODS}/local"))["spec"]["nodeName"] == target
+
+
+async def _claim_events(c: Client, claim_name: str) -> dict[str, tuple[str, str]]:
+    """The claim's events: reason -> (type, message)."""
+    events = (await c.list("/api/v1/namespaces/default/events"))["items"]
+    return {str(e["reason"]): (str(e["type"]), str(e["message"])) for e in events
+            if e["involvedObject"].get("kind") == "PersistentVolumeClaim" and e["involvedObject"]["name"] == claim_name}
+
+
+async def test_a_claim_waits_for_a_provisioner_that_nothing_runs_until_its_driver_registers(client: Client) -> None:
+    """As upstream's binder hands a claim to an external provisioner: the claim is annotated with
+    its name and gets an ExternalProvisioning event; nothing provisions it until a CSIDriver of
+    that name registers the driver."""
+    await client.create(CLASSES, {"metadata": {"name": "remote"}, "provisioner": "nfs.csi.example.com"})
+    await client.create(PVCS, claim("orphan", storageClassName="remote"))
+    waiting = ("Normal", "Waiting for a volume to be created either by the external provisioner "
+               "'nfs.csi.example.com' or manually by the system administrator. If volume creation is "
+               "delayed, please verify that the provisioner is running and correctly registered.")
+
+    async def handed() -> bool:
+        return (await _claim_events(client, "orphan")).get("ExternalProvisioning") == waiting
+
+    await until(handed)
+    pvc = await client.get(f"{PVCS}/orphan")
+    assert pvc["status"]["phase"] == "Pending" and not pvc["spec"].get("volumeName")
+    annotations = pvc["metadata"]["annotations"]
+    assert annotations["volume.kubernetes.io/storage-provisioner"] == "nfs.csi.example.com"
+    assert annotations["volume.beta.kubernetes.io/storage-provisioner"] == "nfs.csi.example.com"
+    assert not (await client.list(PVS))["items"]
+    await client.create(DRIVERS, {"metadata": {"name": "nfs.csi.example.com"}, "spec": {}})
+    await until(lambda: _is(client, f"{PVCS}/orphan", "Bound"))
+    pv = await client.get(f"{PVS}/{(await client.get(f'{PVCS}/orphan'))['spec']['volumeName']}")
+    assert pv["spec"]["csi"]["driver"] == "nfs.csi.example.com"
+    assert "ProvisioningSucceeded" in await _claim_events(client, "orphan")
+
+
+async def test_an_unbindable_claim_says_why_as_upstreams_binder(client: Client) -> None:
+    await client.create(PVCS, claim("classless", storageClassName=""))
+    await client.create(PVCS, claim("unknown", storageClassName="missing"))
+    await client.create(CLASSES, {"metadata": {"name": "static"}, "provisioner": "kubernetes.io/no-provisioner"})
+    await client.create(PVCS, claim("manual", storageClassName="static"))
+    await client.create(CLASSES, {"metadata": {"name": "later"}, "provisioner": "csi.example.com",
+                                  "volumeBindingMode": "WaitForFirstConsumer"})
+    await client.create(PVCS, claim("lazy", storageClassName="later"))
+    expected = {
+        "classless": ("FailedBinding", ("Normal", "no persistent volumes available for this claim and no storage "
+                                                  "class is set")),
+        "unknown": ("ProvisioningFailed", ("Warning", 'storageclass.storage.k8s.io "missing" not found')),
+        "manual": ("ProvisioningFailed", ("Warning", "no volume plugin matched name: kubernetes.io/no-provisioner")),
+        "lazy": ("WaitForFirstConsumer", ("Normal", "waiting for first consumer to be created before binding")),
+    }
+    for name, (reason, event) in expected.items():
+        async def said(name: str = name, reason: str = reason, event: tuple[str, str] = event) -> bool:
+            return (await _claim_events(client, name)).get(reason) == event
+
+        await until(said, message=name)
+    # a consumer that cannot be scheduled: the claim waits for it by name
+    await client.create(PODS, {"metadata": {"name": "stuck"}, "spec": {
+        "nodeSelector": {"no-such": "node"}, "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "lazy"}}]}})
+
+    async def waits_for_the_pod() -> bool:
+        return (await _claim_events(client, "lazy")).get("WaitForPodScheduled") == (
+            "Normal", "waiting for pod stuck to be scheduled")
+
+    await until(waits_for_the_pod)
+    for name in expected:
+        assert await phase(client, f"{PVCS}/{name}") == "Pending"

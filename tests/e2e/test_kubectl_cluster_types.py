@@ -76,7 +76,9 @@ spec: {maxUnavailable: 1, selector: {matchLabels: {app: db}}}
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    with running(start_serve(tmp_path_factory.mktemp("chart"), scheduler=True, extra=("--nodes", "2"))) as s:
+    # as a kind cluster, where local-path-provisioner runs the default class's provisioner
+    with running(start_serve(tmp_path_factory.mktemp("chart"), scheduler=True,
+                             extra=("--nodes", "2", "--volume-provisioners", "rancher.io/local-path"))) as s:
         yield s
 
 

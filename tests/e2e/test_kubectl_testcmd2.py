@@ -19,7 +19,8 @@ from tests.test_cli import Serve, running, start_serve
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     with running(start_serve(tmp_path_factory.mktemp("testcmd2"), scheduler=True,
-                             extra=("--authorization-mode", "Node,RBAC"))) as s:
+                             extra=("--authorization-mode", "Node,RBAC",
+                                    "--volume-provisioners", "example.com/simulated"))) as s:
         yield s
 
 
