@@ -88,6 +88,24 @@ def _selects(service: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     return bool(selector) and match_label_selector({"matchLabels": selector}, meta_of(pod).get("labels") or {})
 
 
+# a Service port as a pod resolves it: (name, number, protocol, appProtocol or "")
+Port = tuple[str, int, str, str]
+
+
+def _slice_port(port: Port) -> Obj:
+    """An EndpointSlice's port: its name always (a pointer upstream, "" for an unnamed port)."""
+    name, number, protocol, app_protocol = port
+    return {"name": name, "port": number, "protocol": protocol,
+            **({"appProtocol": app_protocol} if app_protocol else {})}
+
+
+def _endpoints_port(port: Port) -> Obj:
+    """An Endpoints subset's port: an empty name is left out, as Go's ``omitempty`` writes it."""
+    name, number, protocol, app_protocol = port
+    return {**({"name": name} if name else {}), "port": number, "protocol": protocol,
+            **({"appProtocol": app_protocol} if app_protocol else {})}
+
+
 def _port_number(port: Mapping[str, Any], pod: Mapping[str, Any]) -> int | None:
     target = port.get("targetPort", port.get("port"))
     if isinstance(target, int):
@@ -234,11 +252,11 @@ class EndpointsController:
                              (self.services, self.pods, self.slices, self.nodes, self.endpoints),
                              self.queue, self.sync, self.workers)
 
-    def _endpoints(self, svc: Obj) -> dict[tuple[tuple[str, int, str], ...], list[Obj]]:
+    def _endpoints(self, svc: Obj) -> dict[tuple[Port, ...], list[Obj]]:
         """The service's pods, grouped by the ports they resolve to."""
         meta, spec = meta_of(svc), svc.get("spec") or {}
         namespace = meta.get("namespace", "")
-        groups: dict[tuple[tuple[str, int, str], ...], list[Obj]] = {}
+        groups: dict[tuple[Port, ...], list[Obj]] = {}
         pods_in = self._pods_in.get(namespace, {})
         for pod_key in self._selected.get(key_of(svc), ()):
             pod = pods_in.get(pod_key)
@@ -251,7 +269,8 @@ class EndpointsController:
             for p in spec.get("ports") or ():
                 number = _port_number(p, pod)
                 if number is not None:
-                    ports.append((str(p.get("name", "")), number, str(p.get("protocol", "TCP"))))
+                    ports.append((str(p.get("name") or ""), number, str(p.get("protocol") or "TCP"),
+                                  str(p.get("appProtocol") or "")))
             groups.setdefault(tuple(ports), []).append(pod)
         for pods in groups.values():
             pods.sort(key=lambda p: meta_of(p).get("name", ""))
@@ -304,7 +323,7 @@ class EndpointsController:
         else:
             entry[1][name] = version
 
-    async def _write_slices(self, svc: Obj, groups: Mapping[tuple[tuple[str, int, str], ...], list[Obj]],
+    async def _write_slices(self, svc: Obj, groups: Mapping[tuple[Port, ...], list[Obj]],
                             publish: bool) -> None:
         meta, spec = meta_of(svc), svc.get("spec") or {}
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
@@ -316,7 +335,7 @@ class EndpointsController:
                 chunk = pods[start:start + MAX_ENDPOINTS_PER_SLICE]
                 wanted.append({
                     "addressType": "IPv4",
-                    "ports": [{"name": n, "port": p, "protocol": proto} for n, p, proto in ports],
+                    "ports": [_slice_port(port) for port in ports],
                     "endpoints": [self._endpoint(p, svc, publish) for p in chunk]})
         if not wanted:
             wanted.append({"addressType": "IPv4", "ports": [], "endpoints": []})  # upstream keeps an empty one
@@ -393,7 +412,7 @@ class EndpointsController:
                 endpoint["zone"] = zone
         return endpoint
 
-    async def _write_endpoints(self, svc: Obj, groups: Mapping[tuple[tuple[str, int, str], ...], list[Obj]],
+    async def _write_endpoints(self, svc: Obj, groups: Mapping[tuple[Port, ...], list[Obj]],
                                publish: bool) -> None:
         meta = meta_of(svc)
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
@@ -418,7 +437,7 @@ class EndpointsController:
                 continue
             for addresses in (ready, not_ready):  # sorted by IP, as upstream's RepackSubsets
                 addresses.sort(key=lambda a: (a["ip"], a["targetRef"]["uid"] or ""))
-            subset: Obj = {"ports": [{"name": n, "port": p, "protocol": proto} for n, p, proto in ports]}
+            subset: Obj = {"ports": [_endpoints_port(port) for port in ports]}
             if ready:
                 subset["addresses"] = ready
             if not_ready:
