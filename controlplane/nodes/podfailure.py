@@ -597,7 +597,7 @@ def one_backing_off(pod: dict[str, Any], target: Target, backoff: float, now: st
 
 def one_restarted(pod: dict[str, Any], target: Target, now: str) -> dict[str, Any]:
     """``target`` started again: running, ``restartCount`` one more, its exit its ``lastState``
-    (ready at once: the simulated containers have no readiness probes; an init container once
+    (ready at once: the failure model's containers are not probed, nodes/probes.py; an init container once
     it completes)."""
     current = target_status(pod, target)
     last = (current.get("state") or {}).get("terminated") or (current.get("lastState") or {}).get("terminated")

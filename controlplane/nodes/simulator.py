@@ -112,6 +112,7 @@ from .podfailure import (
     target_status,
     waiting_in_backoff,
 )
+from .probes import next_change, probed, starting
 from .resize import resize_decision, resize_patch, settled_patch, wants_resize
 from .rota import HeartbeatRota
 from .stages import Stage, StageError, StageSet, default_stages, stage_from_object
@@ -155,6 +156,8 @@ CONTAINER_EXIT, BACK_OFF = "(container exit)", "(back-off)"
 # container fails, its next sync after the container exited (restarted at once or backing off), and the
 # other containers completing (restartPolicy Never/OnFailure, as the built-in pod-complete stage)
 INIT_START, RESTART, COMPLETE = "(init start)", "(restart)", "(complete)"
+# a running pod's pending "stage" while a container waits on its startup or readiness probe (``probes``)
+PROBE = "(probe)"
 FAILURE_STEPS = frozenset((CONTAINER_EXIT, BACK_OFF, INIT_START, RESTART, COMPLETE))  # (one hashed lookup)
 # with Stages from the API, the objects are evaluated against a new set once the Stages have
 # not changed for this long (``kubectl apply -f`` of a stage file is one request a Stage)
@@ -1249,6 +1252,8 @@ class NodeSimulator:
             self._observe(key, pod)
         if self.builtin_stages and may_fail(pod, self.job_failures) and self._failing(key, st, pod):
             return
+        if self.builtin_stages and self._probing(key, st, pod):
+            return
         stage = self.pod_stages.select(pod)
         if stage is None:
             st.stage = None
@@ -1506,6 +1511,9 @@ class NodeSimulator:
             st.stage = None
             self._pod_seen(pod)
             return
+        if st.stage == PROBE:
+            await self._probe_step(key, st, node, pod)
+            return
         if st.stage in FAILURE_STEPS:
             target = target_of(pod) if st.stage != CONTAINER_EXIT or st.exit_target else None
             if target is not None:
@@ -1526,6 +1534,9 @@ class NodeSimulator:
         path = resource_path("", "v1", "pods", ns, name)
         try:
             rendered = stage.next.render_status(pod, self._template_funcs(node, pod))
+            if rendered is not None and self.builtin_stages and stage.name == "pod-ready" \
+                    and not may_fail(pod, self.job_failures):
+                rendered = starting(pod, rendered)  # its containers as their probes leave them at the start
             if rendered is not None:
                 await self._kubelet(node.name).patch(path + "/status", {"status": rendered},
                                                      patch_type=self.status_patch)
@@ -1581,6 +1592,24 @@ class NodeSimulator:
         st.stage, st.exit, st.exit_run, st.exit_target = CONTAINER_EXIT, ending, run, False
         self.wheel.schedule(time.monotonic() + ending.after, ("pod", key, st.gen))
         return True
+
+    def _probing(self, key: str, st: _Pod, pod: dict[str, Any]) -> bool:
+        """Whether a container of the running pod waits on its startup or readiness probe
+        (``probes``): the kubelet's next write about it set to fire when its time comes."""
+        if may_fail(pod, self.job_failures):
+            return False  # the failure model's containers are ready at once
+        after = next_change(pod, datetime.now(UTC))
+        return after is not None and self._pending(key, st, PROBE, after)
+
+    async def _probe_step(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> None:
+        """The containers whose probes have passed by now started and ready, as the kubelet writes
+        them; the pod's next event brings the rest back to ``_probing``."""
+        st.stage = None
+        status = probed(pod, datetime.now(UTC))
+        if status is None:
+            self._pod_seen(pod)
+            return
+        await self._write_failure_status(key, node, pod, status)  # (a merge patch at the pod's uid)
 
     def _pending(self, key: str, st: _Pod, step: str, after: float) -> bool:
         """``step`` of the failure model set to fire ``after`` seconds on (unless already pending)."""
