@@ -1,8 +1,8 @@
 """The horizontal pod autoscaler controller of kube-controller-manager
 (autoscaling/v2 HorizontalPodAutoscalers).
 
-Every ``SYNC_PERIOD`` (15 s, as ``--horizontal-pod-autoscaler-sync-period``), and
-whenever an HPA changes, it reads the target's ``scale`` subresource (so any
+Every ``SYNC_PERIOD`` (15 s, as ``--horizontal-pod-autoscaler-sync-period``) it reads
+the target's ``scale`` subresource (so any
 kind with one: Deployments, ReplicaSets, StatefulSets, custom resources), the
 pods of the scale's selector and their ``metrics.k8s.io`` PodMetrics, computes
 the replica count each metric asks for (``replicacalc.py``), takes the largest,
@@ -99,7 +99,11 @@ class PodAutoscaler:
 
     # -- events
     def _changed(self, hpa: dict[str, Any]) -> None:
-        self.queue.add(key_of(hpa))
+        # upstream's enqueueHPA: an add or update waits a sync period in the queue (AddRateLimited
+        # with a FixedItemIntervalRateLimiter), the earliest wait standing: a new HPA is first
+        # reconciled a period after it is seen, an edit within the period, and the HPA's own
+        # status writes bring no second sync (nor its events twice)
+        self._resync_later(key_of(hpa))
 
     def _deleted(self, hpa: dict[str, Any]) -> None:
         key = key_of(hpa)
@@ -109,10 +113,13 @@ class PodAutoscaler:
             timer.cancel()
 
     def _resync_later(self, key: str) -> None:
-        timer = self._timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
-        self._timers[key] = asyncio.get_running_loop().call_later(self.period, self.queue.add, key)
+        """``key`` synced a period from now, unless a sync of it is already due sooner."""
+        if key not in self._timers:
+            self._timers[key] = asyncio.get_running_loop().call_later(self.period, self._due, key)
+
+    def _due(self, key: str) -> None:
+        self._timers.pop(key, None)
+        self.queue.add(key)
 
     # -- running
     async def run(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any, cast
 
 import pytest
@@ -87,3 +88,34 @@ def test_kubectl_autoscale_scales_the_deployment(served: Serve) -> None:
     assert "TooManyReplicas" in described
     out = kubectl(served, "get", "hpa", "busy", "--no-headers")
     assert "cpu: 150%/50%" in out, out
+
+
+def test_a_new_autoscaler_is_first_reconciled_a_sync_period_after_its_create(served: Serve) -> None:
+    """As upstream's rate-limited queue: a new HPA waits the 15 s sync period before its first
+    reconcile, and its own status write brings no second one (its event is recorded once)."""
+    kubectl(served, "apply", "-f", "-", stdin="""
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: orphan}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: missing}
+  maxReplicas: 3
+""")
+    deadline = time.monotonic() + 60
+    while True:
+        hpa = json.loads(kubectl(served, "get", "hpa", "orphan", "-o", "json"))
+        conditions = (hpa.get("status") or {}).get("conditions") or []
+        if conditions:
+            break
+        assert time.monotonic() < deadline, hpa
+        time.sleep(0.2)
+    (able,) = conditions
+    assert (able["type"], able["status"], able["reason"]) == ("AbleToScale", "False", "FailedGetScale")
+
+    def stamp(text: str) -> float:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+    assert stamp(able["lastTransitionTime"]) - stamp(hpa["metadata"]["creationTimestamp"]) >= 15
+    events = json.loads(kubectl(served, "get", "events", "--field-selector",
+                                "involvedObject.name=orphan,reason=FailedGetScale", "-o", "json"))["items"]
+    assert [e.get("count", 1) for e in events] == [1], events
