@@ -19,8 +19,9 @@ For each claim:
   --volume-provisioners`` names (``*``: every one). It creates a new volume
   (``pvc-<uid>``, a ``csi`` source of the provisioner's name, the class's reclaim
   policy), at once for ``Immediate`` classes, and for ``WaitForFirstConsumer`` ones once
-  a pod that mounts the claim is on a node (the node is recorded in the claim's
-  ``volume.kubernetes.io/selected-node`` annotation and the volume's node affinity).
+  the scheduler has chosen a node for a pod that mounts the claim (its PreBind writes the
+  claim's ``volume.kubernetes.io/selected-node`` annotation, then waits for the claim to be
+  bound; the node is the volume's node affinity), or once such a pod is on a node.
   A claim of any other provisioner stays ``Pending``, as on a cluster where nothing
   runs it, and is provisioned once its CSIDriver appears;
 - the events upstream's binder records about a claim it cannot bind, each time it

@@ -4,9 +4,16 @@ StatefulSets' volumeClaimTemplates, inside a server with its scheduler and four 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
+from controlplane.config import Config
+from controlplane.scheduler.plugins import volumebinding
 from tests.controllers.helpers import until
 from tests.controllers.test_statefulsets import SETS, rolled_out, statefulset
 
@@ -126,6 +133,11 @@ async def test_wait_for_first_consumer_provisions_on_the_node_of_the_first_pod(c
         "containers": [{"name": "c", "image": "busybox"}],
         "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "scratch"}}]}})
     await until(lambda: _is(client, f"{PVCS}/scratch", "Bound"))
+
+    async def placed() -> bool:  # once its claim is bound (the scheduler's PreBind waits for it)
+        return bool((await client.get(f"{PODS}/user"))["spec"].get("nodeName"))
+
+    await until(placed)
     pod, pvc = await client.get(f"{PODS}/user"), await client.get(f"{PVCS}/scratch")
     node = pod["spec"]["nodeName"]
     assert pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node
@@ -398,3 +410,49 @@ async def test_an_unbindable_claim_says_why_as_upstreams_binder(client: Client) 
     await until(waits_for_the_pod)
     for name in expected:
         assert await phase(client, f"{PVCS}/{name}") == "Pending"
+
+
+@pytest.fixture
+async def quick_binds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
+    """A server whose scheduler waits 2 s, not upstream's 600, for a pod's volumes at PreBind."""
+    monkeypatch.setattr(volumebinding, "BIND_TIMEOUT", 2.0)
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=2))
+    async with app.router.lifespan_context(app):
+        yield Client.in_process(app.state.front)
+
+
+async def test_a_pod_waits_unbound_for_the_volume_its_first_consumer_claim_needs(quick_binds: Client) -> None:
+    """Upstream's PreBind (BindPodVolumes): the scheduler names its node on the claim, then
+    binds the pod only once the claim is bound; a provisioner that nothing runs leaves the pod
+    unbound, failing each wait with upstream's words, until its driver registers."""
+    client = quick_binds
+    await client.create(CLASSES, {"metadata": {"name": "later"}, "provisioner": "lazy.csi.example.com",
+                                  "volumeBindingMode": "WaitForFirstConsumer"})
+    await client.create(PVCS, claim("lazy", storageClassName="later"))
+    await client.create(PODS, {"metadata": {"name": "consumer"}, "spec": {
+        "containers": [{"name": "c", "image": "busybox"}],
+        "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "lazy"}}]}})
+
+    async def timed_out() -> bool:
+        events = (await client.list("/api/v1/namespaces/default/events"))["items"]
+        return any(e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "consumer"
+                   and e["message"] == 'running PreBind plugin "VolumeBinding": binding volumes: '
+                                       "context deadline exceeded" for e in events)
+
+    await until(timed_out)
+    pvc = await client.get(f"{PVCS}/lazy")
+    assert pvc["status"]["phase"] == "Pending"
+    assert pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"].startswith("sim-node-")
+    assert "ExternalProvisioning" in await _claim_events(client, "lazy")
+    assert not (await client.get(f"{PODS}/consumer"))["spec"].get("nodeName")
+    await client.create(DRIVERS, {"metadata": {"name": "lazy.csi.example.com"}, "spec": {}})
+    await until(lambda: _is(client, f"{PVCS}/lazy", "Bound"))
+
+    async def placed() -> str:
+        return str((await client.get(f"{PODS}/consumer"))["spec"].get("nodeName") or "")
+
+    node = await until(placed)
+    pvc = await client.get(f"{PVCS}/lazy")
+    assert pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node
+    pv = await client.get(f"{PVS}/{pvc['spec']['volumeName']}")
+    assert pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [node]

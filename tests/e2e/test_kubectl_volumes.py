@@ -96,3 +96,38 @@ spec: {attachRequired: false}
     kubectl(served, "wait", "--for=jsonpath={.status.phase}=Bound", "pvc/data-cache-0", "--timeout=60s")
     kubectl(served, "rollout", "status", "statefulset/cache", "--timeout=60s")
     assert "Successfully provisioned volume pvc-" in kubectl(served, "describe", "pvc", "data-cache-0")
+
+
+def test_a_pod_whose_first_consumer_claim_nothing_provisions_stays_unbound(served: Serve) -> None:
+    """The scheduler's PreBind names the node it chose on the claim and waits for the claim to
+    be bound before binding the pod (upstream's BindPodVolumes): nothing runs the class's
+    provisioner, so the claim is handed to it on that node and the pod stays Pending, on no
+    node, rather than running without its volume."""
+    kubectl(served, "apply", "-f", "-", stdin="""
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: lazy-nothing}
+provisioner: nothing.csi.example.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: lazy}
+spec: {storageClassName: lazy-nothing, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: lazy-user}
+spec:
+  containers: [{name: c, image: busybox, command: [sleep, "3600"]}]
+  volumes: [{name: v, persistentVolumeClaim: {claimName: lazy}}]
+""")
+
+    def handed() -> bool:
+        described = " ".join(kubectl(served, "describe", "pvc", "lazy").split())
+        return "volume.kubernetes.io/selected-node: sim-node-" in described \
+            and WAITING.format("nothing.csi.example.com") in described
+
+    eventually(handed)
+    assert kubectl(served, "get", "pvc", "lazy", "-o", "jsonpath={.status.phase}") == "Pending"
+    assert kubectl(served, "get", "pod", "lazy-user", "-o", "jsonpath={.status.phase}/{.spec.nodeName}") == "Pending/"

@@ -8,8 +8,16 @@ PreFilter looks at the pod's PersistentVolumeClaims (``spec.volumes[].persistent
 - a claim not bound yet whose StorageClass binds ``Immediate`` (or that has no class)
   keeps it unschedulable too (``pod has unbound immediate PersistentVolumeClaims``):
   the controller binds or provisions it, and that update requeues the pod;
-- a claim not bound yet whose class is ``WaitForFirstConsumer`` lets the pod go: the
-  controller provisions its volume for the node the pod lands on.
+- a claim not bound yet whose class is ``WaitForFirstConsumer`` lets the pod go.
+
+PreBind, for those delayed claims, as upstream's ``BindPodVolumes``: each gets the
+``volume.kubernetes.io/selected-node`` annotation naming the node chosen, for the
+controller to bind or provision its volume there; then the pod waits, every second, until
+every one is ``Bound``, and only then is bound itself. A claim still unbound after
+``bindTimeoutSeconds`` (600, upstream's VolumeBindingArgs default; its provisioner does not
+run, say) fails the cycle with ``running PreBind plugin "VolumeBinding": binding volumes:
+context deadline exceeded``, the pod back in the queue; so does a claim deleted or whose
+annotation was reset meanwhile.
 
 Filter: the volume of a bound claim may pin nodes (``spec.nodeAffinity.required``): a
 node outside it gets ``node(s) had volume node affinity conflict``. A bound claim whose
@@ -23,8 +31,12 @@ A pod without claims is skipped at PreFilter (one pass over its volumes).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
+
+from controlplane.client import ApiError, resource_path
 
 from ..framework import ActionType, ClusterEvent, Code, CycleState, Handle, Status, WatchedResource
 from ..nodeinfo import NodeInfo, PodInfo
@@ -36,8 +48,12 @@ NAME = "VolumeBinding"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+BIND_TIMEOUT = 600.0  # upstream's VolumeBindingArgs.bindTimeoutSeconds default
+POLL = 1.0  # upstream's BindPodVolumes checks the bindings every second
 _TERMS = NAME + "/terms"
 _MISSING = NAME + "/missing"
+_DELAYED = NAME + "/delayed"  # the unbound claims of WaitForFirstConsumer classes, bound at PreBind
 
 
 def claim_names(pod: Mapping[str, Any]) -> list[str]:
@@ -47,12 +63,13 @@ def claim_names(pod: Mapping[str, Any]) -> list[str]:
 
 
 class VolumeBinding:
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, handle: Handle, bind_timeout: float = BIND_TIMEOUT) -> None:
         self.handle = handle
+        self.bind_timeout = bind_timeout
 
     @classmethod
     def build(cls, handle: Handle, args: Mapping[str, Any]) -> VolumeBinding:
-        return cls(handle)
+        return cls(handle, float(args.get("bindTimeoutSeconds", BIND_TIMEOUT)))
 
     def name(self) -> str:
         return NAME
@@ -77,6 +94,7 @@ class VolumeBinding:
         classes = self.handle.lister("storageclasses")
         terms: list[list[dict[str, Any]]] = []
         missing = False  # a bound claim's volume not in the informer yet
+        delayed: list[str] = []
         for name in names:
             claim = claims.get(f"{pod.namespace}/{name}")
             if claim is None:
@@ -91,6 +109,7 @@ class VolumeBinding:
                 sc = classes.get(str(spec.get("storageClassName") or ""))
                 if sc is None or sc.get("volumeBindingMode") != "WaitForFirstConsumer":
                     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, UNBOUND_IMMEDIATE, plugin=NAME)
+                delayed.append(name)
                 continue
             volume = volumes.get(str(bound))
             if volume is None:
@@ -99,6 +118,7 @@ class VolumeBinding:
             required = ((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
             if required.get("nodeSelectorTerms"):
                 terms.append(required["nodeSelectorTerms"])
+        state.write(_DELAYED, delayed)
         if not terms and not missing:
             state.skip_filter.add(NAME)
             return Status(Code.SKIP)
@@ -113,6 +133,69 @@ class VolumeBinding:
             if not match_node_selector_terms(terms, node.labels, node.name):
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NODE_CONFLICT, plugin=NAME)
         return None
+
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        delayed: list[str] = state.get(_DELAYED) or []
+        if not delayed:
+            return None
+        claims = self.handle.lister("persistentvolumeclaims")
+        try:
+            for name in delayed:
+                claim = claims.get(f"{pod.namespace}/{name}")
+                if claim is None or _bound(claim):
+                    continue
+                if ((claim.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE) != node_name:
+                    await self.handle.client.patch(
+                        resource_path("", "v1", "persistentvolumeclaims", pod.namespace, name),
+                        {"metadata": {"annotations": {SELECTED_NODE: node_name}}})
+            deadline = time.monotonic() + self.bind_timeout
+            while True:
+                waiting = False
+                for name in delayed:
+                    claim = claims.get(f"{pod.namespace}/{name}")
+                    if claim is None:
+                        return _failed(f'persistentvolumeclaim "{name}" not found')
+                    if _bound(claim):
+                        continue
+                    # (absent: the informer has not shown the annotation written above yet)
+                    if ((claim.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE) not in (
+                            None, node_name):
+                        return _failed(f'selectedNode annotation reset for PVC "{name}"')
+                    waiting = True
+                if not waiting:
+                    return self._fits(delayed, pod, node_name)
+                if time.monotonic() >= deadline:
+                    return _failed("context deadline exceeded")
+                await asyncio.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
+        except ApiError as e:
+            return _failed(e.message)
+
+
+    def _fits(self, names: list[str], pod: PodInfo, node_name: str) -> Status | None:
+        """Upstream's last check of checkBindings: each claim's volume may be used on the node
+        (one provisioned for another node the claim named before is not)."""
+        claims, volumes = self.handle.lister("persistentvolumeclaims"), self.handle.lister("persistentvolumes")
+        node = self.handle.nodes().get(node_name)
+        for name in names:
+            volume_name = str(((claims.get(f"{pod.namespace}/{name}") or {}).get("spec") or {}).get("volumeName"))
+            volume = volumes.get(volume_name)
+            required = (((volume or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+            terms = required.get("nodeSelectorTerms")
+            if terms and node is not None and not match_node_selector_terms(terms, node.labels, node.name):
+                return _failed(f'pv "{volume_name}" node affinity doesn\'t match node "{node_name}": '
+                               "no matching NodeSelectorTerms")
+        return None
+
+
+def _bound(claim: Mapping[str, Any]) -> bool:
+    """Whether the controller has bound the claim (upstream's checkBindings: its volume named,
+    the binding completed)."""
+    return bool((claim.get("spec") or {}).get("volumeName")) and (claim.get("status") or {}).get("phase") == "Bound"
+
+
+def _failed(reason: str) -> Status:
+    return Status(Code.UNSCHEDULABLE, f'running PreBind plugin "{NAME}": binding volumes: {reason}', plugin=NAME)
 
 
 def _uses_claims(pod: PodInfo, old: Any, new: Any) -> bool:
