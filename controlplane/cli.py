@@ -175,10 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-csi-nodes", dest="csi_nodes", action="store_false",
                        help="the simulated nodes' kubelets register no CSINode (storage.k8s.io/v1) with their "
                             "Node, a create and a stored object a node fewer (default: they do, as a kubelet)")
-    serve.add_argument("--volume-provisioners", default="", metavar="LIST",
+    serve.add_argument("--volume-provisioners", default="*", metavar="LIST",
                        help="the external provisioners the simulated one provisions volumes for, comma-separated "
                             "('*': every one), besides the CSI drivers a CSIDriver object registers; a claim of "
-                            "any other class stays Pending, as where nothing runs its provisioner (default: none)")
+                            "any other class stays Pending, as where nothing runs its provisioner (default: '*', "
+                            "as a cluster runs the provisioners of its classes; '' for only those of a CSIDriver)")
     serve.add_argument("--no-scheduler", dest="scheduler", action="store_false",
                        help="do not run the built-in scheduler, nor the controllers (workloads, Jobs, the node "
                             "lifecycle and taint eviction controllers, ...): only the API server, the node simulator "

@@ -155,8 +155,8 @@ class Config:
     # the simulated kubelets register their nodes' CSINodes (serve --no-csi-nodes: not)
     csi_nodes: bool = True
     # the external provisioners the simulated one acts for besides the CSI drivers a CSIDriver
-    # registers (serve --volume-provisioners; "*": every one)
-    volume_provisioners: tuple[str, ...] = ()
+    # registers (serve --volume-provisioners; "*", the default: every one)
+    volume_provisioners: tuple[str, ...] = ("*",)
     # the built-in stages' failure model (nodes/podfailure.py): each run of a Job's pod fails so often,
     # with this exit code; the kubelet's crash-loop back-off (10 s doubling to 5 min)
     job_failure_rate: float = 0.0

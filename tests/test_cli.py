@@ -347,6 +347,16 @@ def test_serve_flags_reach_the_config() -> None:
     assert config.server_url == "https://127.0.0.1:7000"
 
 
+def test_serve_provisions_volumes_for_every_class_unless_told() -> None:
+    """A cluster runs the provisioners of the classes it has: by default the simulated one
+    stands in for every one; a list, or '' (the CSIDriver ones only), narrows it."""
+    parser = cli.build_parser()
+    for argv, expected in ((["serve"], ("*",)),
+                           (["serve", "--volume-provisioners", "a.io/x,b.io/y"], ("a.io/x", "b.io/y")),
+                           (["serve", "--volume-provisioners", ""], ())):
+        assert cli._config_from_args(parser, parser.parse_args(argv)).volume_provisioners == expected
+
+
 def test_serve_node_lifecycle_flags_reach_the_config() -> None:
     from controlplane.config import NodeLifecycle
 

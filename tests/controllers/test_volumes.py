@@ -414,9 +414,10 @@ async def test_an_unbindable_claim_says_why_as_upstreams_binder(client: Client) 
 
 @pytest.fixture
 async def quick_binds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
-    """A server whose scheduler waits 2 s, not upstream's 600, for a pod's volumes at PreBind."""
+    """A server whose scheduler waits 2 s, not upstream's 600, for a pod's volumes at PreBind, and
+    that runs no provisioner but those a CSIDriver registers."""
     monkeypatch.setattr(volumebinding, "BIND_TIMEOUT", 2.0)
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=2))
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=2, volume_provisioners=()))
     async with app.router.lifespan_context(app):
         yield Client.in_process(app.state.front)
 
