@@ -253,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--terminated-pod-gc-threshold", type=int, default=12_500, metavar="N",
                        help="finished pods (Succeeded or Failed) kept before the pod garbage collector deletes "
                             "the oldest, as kube-controller-manager's flag; 0 or less: never (default: %(default)s)")
+    serve.add_argument("--horizontal-pod-autoscaler-sync-period", type=_duration, default=15.0, metavar="DURATION",
+                       help="how often each HorizontalPodAutoscaler is reconciled, and how long a new or changed "
+                            "one waits for its first reconcile, as kube-controller-manager's flag (default: 15s)")
     accounts = serve.add_argument_group("service account tokens", "as kube-apiserver's flags of the same names")
     accounts.add_argument("--service-account-issuer", action="append", default=[], metavar="ISSUER",
                           help="the iss of the tokens issued; repeat it to accept tokens of earlier issuers too "
@@ -473,6 +476,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             crash_backoff=args.crash_loop_backoff,
             crash_backoff_max=args.crash_loop_max_backoff,
             terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
+            hpa_sync_period=args.horizontal_pod_autoscaler_sync_period,
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,
             workers=args.workers,

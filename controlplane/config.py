@@ -166,6 +166,9 @@ class Config:
     # finished pods kept before the pod garbage collector deletes the oldest
     # (kube-controller-manager's --terminated-pod-gc-threshold; 0: never)
     terminated_pod_gc_threshold: int = 12_500
+    # seconds between a HorizontalPodAutoscaler's reconciles, and before a new or changed one's first
+    # (kube-controller-manager's --horizontal-pod-autoscaler-sync-period)
+    hpa_sync_period: float = 15.0
     # seconds between the pod garbage collector's sweeps (upstream's gcCheckPeriod, a constant
     # there); tests shorten it
     pod_gc_check_period: float = 20.0

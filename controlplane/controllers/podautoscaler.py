@@ -1,7 +1,7 @@
 """The horizontal pod autoscaler controller of kube-controller-manager
 (autoscaling/v2 HorizontalPodAutoscalers).
 
-Every ``SYNC_PERIOD`` (15 s, as ``--horizontal-pod-autoscaler-sync-period``) it reads
+Every sync period (15 s, ``serve --horizontal-pod-autoscaler-sync-period``) it reads
 the target's ``scale`` subresource (so any
 kind with one: Deployments, ReplicaSets, StatefulSets, custom resources), the
 pods of the scale's selector and their ``metrics.k8s.io`` PodMetrics, computes
@@ -418,5 +418,5 @@ def _longest_period(behavior: Any) -> float:
 
 async def start(client: Client, config: Config) -> None:
     """The component entry point (``controlplane/components.py``)."""
-    await PodAutoscaler(client).run()
+    await PodAutoscaler(client, period=config.hpa_sync_period).run()
 

@@ -14,7 +14,6 @@ from controlplane.api import resourcemetrics
 from controlplane.api.app import create_app
 from controlplane.client import Client
 from controlplane.config import Config
-from controlplane.controllers import podautoscaler
 from controlplane.nodes.usage import USAGE_CPU
 from tests.controllers.helpers import until
 from tests.controllers.test_workloads import DEPLOYMENTS, deployment, rolled_out
@@ -25,10 +24,10 @@ EVENTS = "/api/v1/namespaces/default/events"
 
 @pytest.fixture
 async def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Client]:
-    monkeypatch.setattr(podautoscaler, "SYNC_PERIOD", 0.5)  # upstream's is 15 s
     # metrics over a 1 s window: a new pod's CPU counts 1 s after it is ready, not 15 s
     monkeypatch.setattr(resourcemetrics, "WINDOW", "1s")
-    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=4))
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, nodes=4,
+                            hpa_sync_period=0.5))  # upstream's is 15 s
     async with app.router.lifespan_context(app):
         yield Client.in_process(app.state.front)
 
