@@ -313,10 +313,19 @@ def decode_patch(content_type: str, body: bytes) -> Any:
     its words. A JSON or merge patch is first decoded strictly under Strict and Warn (``error
     decoding patch: `` and Go's syntax error); under Ignore a JSON patch is the json-patch
     library's syntax error and a merge patch its ``Invalid JSON Patch``; a strategic merge patch
-    is Go's syntax error alone."""
+    is Go's syntax error alone. A number past a float64's range is Go's decoding error, under
+    Strict and Warn as upstream words it (under Ignore upstream's libraries keep its text and
+    the patched object fails to decode, a 422; here the same 400), never an infinity stored
+    as null."""
     problem = gojson.syntax_error(body)
     if problem is None:
-        return gojson.loads(body)
+        try:
+            return gojson.loads(body)
+        except gojson.NumberOutOfRange as e:
+            problem = str(e)
+            if content_type == "application/strategic-merge-patch+json" or _directive()[0] == "Ignore":
+                raise ApiError.bad_request(problem) from None
+            raise ApiError.bad_request(f"error decoding patch: {problem}") from None
     if content_type == "application/strategic-merge-patch+json":
         raise ApiError.bad_request(problem)
     directive, _ = _directive()

@@ -20,9 +20,10 @@ scanner's states, one byte at a time:
 from __future__ import annotations
 
 import json
+import math
 import re
 
-__all__ = ["interpret_error", "loads", "summarize", "syntax_error"]
+__all__ = ["NumberOutOfRange", "interpret_error", "loads", "summarize", "syntax_error"]
 
 _SPACE = frozenset(b" \t\r\n")
 _DIGITS = frozenset(b"0123456789")
@@ -243,9 +244,22 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _INT64 = 1 << 63
 
 
+class NumberOutOfRange(ValueError):
+    """A number past a float64's range (``1e400``), which Go's decoder refuses where Python's
+    would read infinity (and orjson write it back as null): ``strconv.ParseFloat``'s range
+    error, as ``Unmarshal`` into an ``interface{}`` words it."""
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise NumberOutOfRange(f"json: cannot unmarshal number {text} into Go value of type float64")
+    return value
+
+
 def _number(text: str) -> int | float:
     value = int(text)
-    return value if -_INT64 <= value < _INT64 else float(text)
+    return value if -_INT64 <= value < _INT64 else _float(text)
 
 
 def _valid(value: object) -> object:
@@ -262,5 +276,6 @@ def _valid(value: object) -> object:
 def loads(data: bytes) -> object:
     """JSON that Go's decoder reads and orjson refuses (call it once ``syntax_error`` has found
     nothing wrong): invalid UTF-8 and lone surrogate escapes become U+FFFD, integers past 64
-    bits floats, as decoding into an ``interface{}`` makes them."""
-    return _valid(json.loads(data.decode("utf-8", "replace"), parse_int=_number))
+    bits floats, as decoding into an ``interface{}`` makes them; a number past a float64's
+    range raises ``NumberOutOfRange``, as Go refuses it (never an infinity)."""
+    return _valid(json.loads(data.decode("utf-8", "replace"), parse_int=_number, parse_float=_float))

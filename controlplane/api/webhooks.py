@@ -668,7 +668,7 @@ def _patch_operations(name: str, patch: Any) -> list[Any]:
                 raise gojsonpatch.DecodeError(syntax) from None
             decoded = gojson.loads(raw)  # (what Go reads and orjson does not)
         return gojsonpatch.operations(decoded)
-    except gojsonpatch.DecodeError as e:
+    except (gojsonpatch.DecodeError, gojson.NumberOutOfRange) as e:
         raise _PatchError(_call_failed(name, f"received undecodable patch in webhook response: {e}"), 503) from None
 
 

@@ -382,3 +382,44 @@ async def test_a_patch_body_that_is_not_json_is_a_400_in_upstreams_words(served:
                                       "of type string")
     got = await served.client.get(f"{CMS}/patched")
     assert got["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+
+
+async def test_a_patch_number_past_a_float64_is_refused_never_stored_as_null(served: Served) -> None:
+    """Go's decoder refuses a number past a float64's range (``strconv.ParseFloat``'s range
+    error); Python's would read infinity, which orjson writes back as null: a merge patch's null
+    removes the key. Upstream's patch handler answers the decoder's error, and nothing changes."""
+    stored = await served.client.create(CMS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "huge", "annotations": {"kept": "yes"}}, "data": {"a": "1"}})
+    why = "json: cannot unmarshal number 1e400 into Go value of type float64"
+    cases = [
+        ("application/merge-patch+json", "", b'{"metadata": {"annotations": {"kept": 1e400}}}',
+         f"error decoding patch: {why}"),
+        ("application/json-patch+json", "Strict",
+         b'[{"op": "replace", "path": "/metadata/annotations/kept", "value": 1e400}]', f"error decoding patch: {why}"),
+        ("application/strategic-merge-patch+json", "", b'{"metadata": {"annotations": {"kept": 1e400}}}', why),
+        ("application/merge-patch+json", "Ignore", b'{"metadata": {"annotations": {"kept": 1e400}}}', why),
+        # with invalid UTF-8 beside it (what sends the body to Go's lenient reading)
+        ("application/merge-patch+json", "", b'{"metadata": {"annotations": {"kept": 1e400, "x": "\xff"}}}',
+         f"error decoding patch: {why}"),
+    ]
+    for content_type, directive, body, message in cases:
+        params = {"fieldValidation": directive} if directive else {}
+        resp = await served.http.patch(f"{CMS}/huge", content=body, params=params,
+                                       headers={"Content-Type": content_type})
+        status = assert_status(resp, 400, "BadRequest")
+        assert status["message"] == message, (content_type, directive, body)
+    got = await served.client.get(f"{CMS}/huge")
+    assert got["metadata"]["annotations"] == {"kept": "yes"}
+    assert got["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    # a custom resource's field that holds any JSON: the infinity was stored as null
+    any_json = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    resp = await served.http.post(CRDS, json=widget_crd(any_json))
+    assert resp.status_code == 201, resp.text
+    widgets = "/apis/fz.io/v1/namespaces/default/widgets"
+    resp = await served.http.post(widgets, json={"apiVersion": "fz.io/v1", "kind": "Widget", "metadata": {"name": "w"},
+                                                 "spec": {"x": {"n": 1}}})
+    assert resp.status_code == 201, resp.text
+    resp = await served.http.patch(f"{widgets}/w", content=b'{"spec": {"x": {"n": 1e400}}}',
+                                   headers={"Content-Type": "application/merge-patch+json"})
+    assert assert_status(resp, 400, "BadRequest")["message"] == f"error decoding patch: {why}"
+    assert (await served.http.get(f"{widgets}/w")).json()["spec"] == {"x": {"n": 1}}

@@ -152,6 +152,9 @@ def _answer(path: str, request: dict[str, Any], calls: int) -> tuple[int, dict[s
         response.update(patchType="JSONPatch", patch="W3s*")
     elif path == "/patch-not-json":  # base64 of what is not JSON
         response.update(patchType="JSONPatch", patch=base64.b64encode(b"[{'op': 'add'}]").decode())
+    elif path == "/patch-out-of-range":  # a number past a float64's range (Go's decoder refuses it)
+        response.update(patchType="JSONPatch", patch=base64.b64encode(
+            b'[{"op": "add", "path": "/data/n", "value": 1e400}]').decode())
     elif path == "/patch-not-a-list":  # JSON, but one operation where the library wants a list
         response.update(patchType="JSONPatch", patch=base64.b64encode(b'{"op": "add"}').decode())
     elif path == "/annotate":
