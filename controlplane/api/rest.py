@@ -519,18 +519,17 @@ class KubeApi:
                 except store.StoreError as e:
                     err = _store_error(e)
                     await self._respond(answer, err.code, err.body(), err.retry_after())
-                except RecursionError:
-                    # JSON nested deeper than the walks (validation, patches, copies) can follow,
-                    # though under the parser's limit: the body's fault, nothing was written
-                    if not code:
+                except (RecursionError, orjson.JSONEncodeError) as e:
+                    # JSON nested deeper than the walks (validation, patches, copies) or orjson's
+                    # writer (255 levels: a patched object, an error quoting it) can follow, though
+                    # under the parser's limit: the body's fault, nothing was written
+                    if isinstance(e, orjson.JSONEncodeError) and not _too_deep(e):
+                        await self._internal_error(answer, code, scope, e)
+                    elif not code:
                         err = ApiError.bad_request("the object is nested too deeply to be handled")
                         await self._respond(answer, err.code, err.body())
                 except Exception as e:  # a bug: still a Status, and one log line with the cause
-                    log.error("%s %s failed: %r", scope.get("method"), scope.get("path"), e,
-                              exc_info=log.isEnabledFor(logging.DEBUG))
-                    if not code:
-                        await self._respond(answer, 500, ApiError(500, "InternalError",
-                                                                  f"an error on the server ({e!r})").body())
+                    await self._internal_error(answer, code, scope, e)
                 finally:
                     _observe_request(scope, code, time.perf_counter() - started, request.webhook_seconds)
         finally:
@@ -540,6 +539,13 @@ class KubeApi:
             CONVERSION.reset(conversion)
             CUSTOM_CONVERSION.reset(custom_conversion)
             DRY_RUN.reset(dry_run)
+
+    async def _internal_error(self, send: Send, code: int, scope: Scope, e: Exception) -> None:
+        """A bug: still a Status (unless an answer has started), and one log line with the cause."""
+        log.error("%s %s failed: %r", scope.get("method"), scope.get("path"), e,
+                  exc_info=log.isEnabledFor(logging.DEBUG))
+        if not code:
+            await self._respond(send, 500, ApiError(500, "InternalError", f"an error on the server ({e!r})").body())
 
     @staticmethod
     async def _respond(send: Send, code: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -3634,6 +3640,12 @@ def _long_running(rtype: ResourceType, namespace: str | None) -> Iterator[None]:
     finally:
         REQUESTS.inflight[0] += 1
         running.dec()
+
+
+def _too_deep(e: orjson.JSONEncodeError) -> bool:
+    """Whether orjson refused to write a value for its nesting (past 255 levels, where its
+    reader takes 1024): the request's JSON, not a bug."""
+    return "Recursion limit" in str(e)
 
 
 def _store_error(e: store.StoreError) -> ApiError:
