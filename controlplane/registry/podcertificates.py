@@ -308,6 +308,7 @@ def _issued_causes(status: Obj, spec: Obj, now: datetime) -> Causes:
     from email.utils import parseaddr
 
     from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
 
     chain = _text(status.get("certificateChain"))
     if len(chain.encode()) > MAX_CERTIFICATE_CHAIN_SIZE:
@@ -321,13 +322,16 @@ def _issued_causes(status: Obj, spec: Obj, now: datetime) -> Causes:
                               "issued certificate chain must consist entirely of CERTIFICATE PEM blocks")]
     try:
         leaf = x509.load_der_x509_certificate(der or b"")
-        leaf_key = leaf.public_key()
+        try:
+            leaf_key = leaf.public_key()
+        except UnsupportedAlgorithm:  # Go parses a key of an algorithm it does not know as none
+            leaf_key = None
         names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         dns_names = names.get_values_for_type(x509.DNSName)
         emails = names.get_values_for_type(x509.RFC822Name)
     except x509.ExtensionNotFound:
         dns_names, emails = [], []
-    except ValueError:
+    except (ValueError, x509.DuplicateExtension):  # (Go's parser refuses duplicate extensions)
         return [_invalid_text(_CHAIN, chain, "leaf certificate does not parse as valid X.509")]
     causes: Causes = []
     for name in dns_names:
@@ -347,7 +351,7 @@ def _issued_causes(status: Obj, spec: Obj, now: datetime) -> Causes:
 
     def spki(key: Any) -> bytes:
         return bytes(key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))
-    if spki(wanted) != spki(leaf_key):
+    if leaf_key is None or spki(wanted) != spki(leaf_key):
         return [*causes, _invalid_text(_CHAIN, chain, "leaf certificate was not issued to the requested public key")]
     not_before, not_after, refresh = (_parse_time(status.get(f)) for f in ("notBefore", "notAfter", "beginRefreshAt"))
     if not_before is None:

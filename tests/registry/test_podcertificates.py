@@ -256,3 +256,63 @@ def test_go_formats() -> None:
     assert go_time(NOW) == "2026-12-06 12:00:00 +0000 UTC"
     assert go_duration(datetime.timedelta(hours=1)) == "1h0m0s"
     assert go_duration(datetime.timedelta(seconds=59)) == "59s"
+
+
+def test_a_chain_the_crypto_library_cannot_fully_read_is_a_422_not_an_error() -> None:
+    """A leaf whose key is of an algorithm cryptography does not know (``UnsupportedAlgorithm``)
+    or whose extensions repeat (``DuplicateExtension``) raised past the validation (a 500): Go
+    parses the first key as none (not the requested one) and refuses the duplicates (no valid
+    X.509). (A stub request with a repeated extension has attributes: no stub, as before.)"""
+    day = datetime.timedelta(hours=24)
+    chain = leaf_of_an_unknown_key_type(KEY, NOW, day)
+    errors = _status_write(_stored(), _issued_status(chain, NOW, NOW + day, NOW + day / 2))[1]
+    assert len(errors) == 1 and errors[0].endswith("leaf certificate was not issued to the requested public key")
+
+    san = x509.SubjectAlternativeName([x509.DNSName("a.example")])
+    twice = _duplicated(x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(x509.Name([]))
+                        .public_key(KEY.public_key()).serial_number(1).not_valid_before(NOW)
+                        .not_valid_after(NOW + day).add_extension(san, critical=False), san)
+    der = twice.sign(KEY, hashes.SHA256()).public_bytes(serialization.Encoding.DER)
+    errors = _status_write(_stored(), _issued_status(_pem(der), NOW, NOW + day, NOW + day / 2))[1]
+    assert len(errors) == 1 and errors[0].endswith("leaf certificate does not parse as valid X.509"), errors
+
+    stub = stub_with_a_repeated_extension(KEY)
+    assert messages(prepare_pod_certificate_request(request(stubPKCS10Request=stub), None)) == [
+        "spec.stubPKCS10Request: Invalid value: must be a stub request: no subject, no attributes and no extensions"]
+
+
+def stub_with_a_repeated_extension(key: Key) -> str:
+    """The base64 of a PKCS#10 request signed by ``key`` that has the same extension twice."""
+    san = x509.SubjectAlternativeName([x509.DNSName("a.example")])
+    builder = _duplicated(x509.CertificateSigningRequestBuilder().subject_name(x509.Name([]))
+                          .add_extension(san, critical=False), san)
+    return base64.b64encode(builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)).decode()
+
+
+def leaf_of_an_unknown_key_type(key: Key, not_before: datetime.datetime, lifetime: datetime.timedelta) -> str:
+    """A PEM leaf for ``key`` (an EC key) whose key algorithm is an identifier nobody knows."""
+    der = x509.load_pem_x509_certificate(_issued(key, not_before, lifetime).encode()).public_bytes(
+        serialization.Encoding.DER)
+    ec_key_oid = bytes.fromhex("06072a8648ce3d0201")  # id-ecPublicKey
+    assert der.count(ec_key_oid) == 1
+    return _pem(der.replace(ec_key_oid, bytes.fromhex("06072a8648ce3d0209")))
+
+
+def _pem(der: bytes) -> str:
+    body = base64.b64encode(der).decode()
+    return "-----BEGIN CERTIFICATE-----\n" + "\n".join(body[i:i + 64] for i in range(0, len(body), 64)) + \
+        "\n-----END CERTIFICATE-----\n"
+
+
+def _duplicated(builder: Any, extension: x509.ExtensionType) -> Any:
+    """``builder`` with ``extension`` a second time (the builders refuse to add it twice)."""
+    return type(builder)(**{**_builder_fields(builder), "extensions": [
+        *builder._extensions, x509.Extension(extension.oid, False, extension)]})
+
+
+def _builder_fields(builder: Any) -> dict[str, Any]:
+    if isinstance(builder, x509.CertificateSigningRequestBuilder):
+        return {"subject_name": builder._subject_name, "attributes": builder._attributes}
+    return {"issuer_name": builder._issuer_name, "subject_name": builder._subject_name,
+            "public_key": builder._public_key, "serial_number": builder._serial_number,
+            "not_valid_before": builder._not_valid_before, "not_valid_after": builder._not_valid_after}
