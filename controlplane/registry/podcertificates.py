@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
+import bisect
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -62,7 +62,6 @@ MAX_USER_ANNOTATIONS = 256 * 1024  # as metadata's annotations
 _CHAIN, _NOT_BEFORE, _NOT_AFTER, _REFRESH = ("status.certificateChain", "status.notBefore", "status.notAfter",
                                              "status.beginRefreshAt")
 _STUB = "spec.stubPKCS10Request"
-_BLOCK = re.compile(r"-----BEGIN ([^\r\n]*?)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
 _CURVES = {"secp224r1": "P-224", "secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}
 
 
@@ -287,19 +286,40 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _pem_blocks(chain: str) -> list[tuple[str, bytes | None]]:
-    """Each PEM block of ``chain`` as ``(type, DER)`` in order, as ``pem.Decode`` finds them
-    (a body that is no base64 is skipped)."""
+    """Each PEM block of ``chain`` as ``(type, DER)`` in order, as Go's ``pem.Decode`` finds
+    them: a ``-----BEGIN T-----`` line, optional ``Key: value`` headers up to a blank line,
+    base64, then the first ``-----END ...-----`` line after it, which must be T's (each line's
+    trailing blanks aside); a BEGIN whose next END is another's, or whose body is no base64,
+    is passed over. In one pass over the lines, the next END found by bisection (a regular
+    expression pairing each BEGIN with a later END took seconds over 100 KiB of BEGIN lines,
+    the event loop with it; Go's decoder had that quadratic case fixed too)."""
+    lines = [line.rstrip(" \t\r") for line in chain.split("\n")]
+    ends = [i for i, line in enumerate(lines) if len(line) >= 14 and line.startswith("-----END ")
+            and line.endswith("-----")]
     blocks: list[tuple[str, bytes | None]] = []
-    for m in _BLOCK.finditer(chain):
-        lines = m.group(2).splitlines()
-        if lines and ":" in lines[0]:  # "Key: value" headers up to a blank line
-            while lines and lines[0].strip():
-                lines.pop(0)
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not (len(line) >= 16 and line.startswith("-----BEGIN ") and line.endswith("-----")):
+            continue
+        after = bisect.bisect_left(ends, i)
+        if after == len(ends):
+            break  # no END after this BEGIN, nor after any later one
+        end = ends[after]
+        kind = line[11:-5]
+        if lines[end][9:-5] != kind:
+            continue
+        body = lines[i:end]
+        if body and ":" in body[0]:  # "Key: value" headers up to a blank line
+            while body and body[0].strip():
+                body.pop(0)
         try:
-            der = base64.b64decode("".join(line.strip() for line in lines), validate=True)
+            der = base64.b64decode("".join(line.strip() for line in body), validate=True)
         except (binascii.Error, ValueError):
             continue
-        blocks.append((m.group(1), der))
+        blocks.append((kind, der))
+        i = end + 1
     return blocks
 
 

@@ -316,3 +316,22 @@ def _builder_fields(builder: Any) -> dict[str, Any]:
     return {"issuer_name": builder._issuer_name, "subject_name": builder._subject_name,
             "public_key": builder._public_key, "serial_number": builder._serial_number,
             "not_valid_before": builder._not_valid_before, "not_valid_after": builder._not_valid_after}
+
+
+def test_pem_blocks_are_found_as_gos_decoder_finds_them() -> None:
+    """A BEGIN line paired with the first END line after it, which must be of its type
+    (trailing blanks aside; headers up to a blank line skipped), else passed over, as a body
+    that is no base64 (the regular expression before paired it with a later END of its type).
+    100 KiB of BEGIN lines without an END is one pass (the regular expression took 5 s of
+    CPU on it, the event loop's) and no certificate."""
+    from controlplane.registry.podcertificates import _pem_blocks
+
+    chain = ("junk\n-----BEGIN CERTIFICATE-----\nProc-Type: 4\n\nQUJD\n-----END CERTIFICATE-----  \r\n"
+             "-----BEGIN X-----\n-----BEGIN Y-----\nQQ==\n-----END Y-----\n-----BEGIN Z-----\n%%%\n-----END Z-----\n"
+             "-----BEGIN W-----\nQg==\n-----END X-----\n")
+    assert _pem_blocks(chain) == [("CERTIFICATE", b"ABC"), ("Y", b"A")]
+    unended = "-----BEGIN A-----\n" * 5600
+    errors = _status_write(_stored(), _issued_status(unended, NOW, NOW + datetime.timedelta(hours=2),
+                                                     NOW + datetime.timedelta(hours=1)))[1]
+    assert errors == ['status.certificateChain: Invalid value: "' + "-----BEGIN A-----\\n" * 5600 +
+                      '": issued certificate chain must contain at least one certificate']
