@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import bisect
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from . import pem
 from .causes import Causes, cause, forbidden, invalid, not_supported, required, too_long
 from .drafields import conditions_causes
 from .podvalidation import label_key_problems, subdomain_problems
@@ -285,44 +285,6 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b or (a in (None, "") and b in (None, "")))
 
 
-def _pem_blocks(chain: str) -> list[tuple[str, bytes | None]]:
-    """Each PEM block of ``chain`` as ``(type, DER)`` in order, as Go's ``pem.Decode`` finds
-    them: a ``-----BEGIN T-----`` line, optional ``Key: value`` headers up to a blank line,
-    base64, then the first ``-----END ...-----`` line after it, which must be T's (each line's
-    trailing blanks aside); a BEGIN whose next END is another's, or whose body is no base64,
-    is passed over. In one pass over the lines, the next END found by bisection (a regular
-    expression pairing each BEGIN with a later END took seconds over 100 KiB of BEGIN lines,
-    the event loop with it; Go's decoder had that quadratic case fixed too)."""
-    lines = [line.rstrip(" \t\r") for line in chain.split("\n")]
-    ends = [i for i, line in enumerate(lines) if len(line) >= 14 and line.startswith("-----END ")
-            and line.endswith("-----")]
-    blocks: list[tuple[str, bytes | None]] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not (len(line) >= 16 and line.startswith("-----BEGIN ") and line.endswith("-----")):
-            continue
-        after = bisect.bisect_left(ends, i)
-        if after == len(ends):
-            break  # no END after this BEGIN, nor after any later one
-        end = ends[after]
-        kind = line[11:-5]
-        if lines[end][9:-5] != kind:
-            continue
-        body = lines[i:end]
-        if body and ":" in body[0]:  # "Key: value" headers up to a blank line
-            while body and body[0].strip():
-                body.pop(0)
-        try:
-            der = base64.b64decode("".join(line.strip() for line in body), validate=True)
-        except (binascii.Error, ValueError):
-            continue
-        blocks.append((kind, der))
-        i = end + 1
-    return blocks
-
-
 def _issued_causes(status: Obj, spec: Obj, now: datetime) -> Causes:
     """The checks of a transition to ``Issued``, each returning at its first problem as upstream's."""
     from email.utils import parseaddr
@@ -333,7 +295,7 @@ def _issued_causes(status: Obj, spec: Obj, now: datetime) -> Causes:
     chain = _text(status.get("certificateChain"))
     if len(chain.encode()) > MAX_CERTIFICATE_CHAIN_SIZE:
         return [too_long(_CHAIN, MAX_CERTIFICATE_CHAIN_SIZE)]
-    blocks = _pem_blocks(chain)
+    blocks = [(block.kind, block.der) for block in pem.blocks(chain)]
     if not blocks:
         return [_invalid_text(_CHAIN, chain, "issued certificate chain must contain at least one certificate")]
     kind, der = blocks[0]

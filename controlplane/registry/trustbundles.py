@@ -15,11 +15,9 @@ depends on the spec. Who may attest for a signer is admission's (``api/certifica
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from typing import Any
 
+from . import pem
 from .causes import Causes, invalid, required, too_long
 from .dnsnames import DNS1123_SUBDOMAIN, SUBDOMAIN_MESSAGE, dns_label_name_problems
 
@@ -31,7 +29,6 @@ MAX_TRUST_BUNDLE_SIZE = 1024 * 1024  # certificates.MaxTrustBundleSize
 _OMITTED = "<value omitted>"
 _SUBDOMAIN_MAX, _LABEL_MAX = 253, 63
 # a PEM block as encoding/pem finds one: its type, then its body up to the matching END line
-_BLOCK = re.compile(rb"-----BEGIN ([^\r\n]*?)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
 
 
 def _dict(value: Any) -> Obj:
@@ -93,25 +90,6 @@ def _name_problems(name: str, signer: str) -> list[str]:
     return _subdomain_problems(name[len(prefix):])
 
 
-def _pem_blocks(data: bytes) -> list[tuple[str, bool, bytes | None]]:
-    """Each PEM block of ``data`` as ``(type, has headers, DER bytes)``; a block whose body is
-    no base64 is skipped, as ``pem.Decode`` skips it."""
-    blocks: list[tuple[str, bool, bytes | None]] = []
-    for m in _BLOCK.finditer(data):
-        lines = m.group(2).splitlines()
-        headers = False
-        if lines and b":" in lines[0]:  # "Key: value" lines up to a blank one
-            headers = True
-            while lines and lines[0].strip():
-                lines.pop(0)
-        try:
-            der = base64.b64decode(b"".join(line.strip() for line in lines), validate=True)
-        except (binascii.Error, ValueError):
-            continue
-        blocks.append((m.group(1).decode("utf-8", "replace"), headers, der))
-    return blocks
-
-
 def _trust_bundle_causes(bundle: str, at: str = "spec.trustBundle") -> Causes:
     """``validateTrustBundle``: each entry's problem (and no more, if any), else a missing or
     duplicated trust anchor."""
@@ -121,7 +99,7 @@ def _trust_bundle_causes(bundle: str, at: str = "spec.trustBundle") -> Causes:
         return [too_long(at, MAX_TRUST_BUNDLE_SIZE)]
     causes: Causes = []
     seen: dict[bytes, list[int]] = {}
-    for i, (kind, headers, der) in enumerate(_pem_blocks(bundle.encode())):
+    for i, (kind, headers, der) in enumerate(pem.blocks(bundle)):
         if kind != "CERTIFICATE":
             causes.append(invalid(at, _OMITTED, f"entry {i} has bad block type: {kind}"))
             continue

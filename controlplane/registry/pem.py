@@ -1,0 +1,65 @@
+"""PEM blocks as Go's ``encoding/pem`` ``Decode`` finds them, for the certificate chains and
+trust bundles the registry validates (``registry/trustbundles.py``, ``registry/podcertificates.py``).
+
+A block is a ``-----BEGIN T-----`` line, optional ``Key: value`` headers up to a blank line,
+base64, then the first ``-----END ...-----`` line after it, which must be T's (each line's
+trailing blanks aside); a BEGIN whose next END is another's, or whose body is no base64, is
+passed over and the search goes on from the line after it:
+
+    >>> blocks("junk\\n-----BEGIN A-----\\nQUJD\\n-----END A-----\\n-----BEGIN B-----\\n-----END C-----\\n")
+    [Block(kind='A', headers=False, der=b'ABC')]
+
+One pass over the lines, each BEGIN's next END found by bisection: pairing each BEGIN with a
+later END by a regular expression took seconds of the event loop over 100 KiB of BEGIN lines
+without an END (Go's decoder had that quadratic case fixed as well).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+from typing import NamedTuple
+
+__all__ = ["Block", "blocks"]
+
+_BEGIN, _END, _DASHES = "-----BEGIN ", "-----END ", "-----"
+
+
+class Block(NamedTuple):
+    kind: str  # the T of its BEGIN and END lines
+    headers: bool  # whether it had "Key: value" headers
+    der: bytes  # its body, decoded
+
+
+def blocks(text: str) -> list[Block]:
+    """Every PEM block of ``text``, in order."""
+    lines = [line.rstrip(" \t\r") for line in text.split("\n")]
+    ends = [i for i, line in enumerate(lines)
+            if len(line) >= len(_END) + len(_DASHES) and line.startswith(_END) and line.endswith(_DASHES)]
+    found: list[Block] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not (len(line) >= len(_BEGIN) + len(_DASHES) and line.startswith(_BEGIN) and line.endswith(_DASHES)):
+            continue
+        after = bisect.bisect_left(ends, i)
+        if after == len(ends):
+            break  # no END after this BEGIN, nor after any later one
+        end = ends[after]
+        kind = line[len(_BEGIN):-len(_DASHES)]
+        if lines[end][len(_END):-len(_DASHES)] != kind:
+            continue
+        body = lines[i:end]
+        headers = bool(body) and ":" in body[0]
+        if headers:  # "Key: value" lines up to a blank one
+            while body and body[0].strip():
+                body.pop(0)
+        try:
+            der = base64.b64decode("".join(part.strip() for part in body), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        found.append(Block(kind, headers, der))
+        i = end + 1
+    return found
