@@ -28,7 +28,6 @@ from ..registry import ResourceType
 from ..registry.managedfields import (
     KUBECTL,
     LAST_APPLIED,
-    MAX_MANAGER_LENGTH,
     SCALE_TYPE,
     Conflicts,
     manager_from_user_agent,
@@ -180,22 +179,11 @@ def _load_document(body: bytes, duplicates: list[str] | None = None) -> Any:
     return value
 
 
-def _invalid_options(field: str, reason: str, message: str) -> ApiError:
-    return ApiError(422, "Invalid", f'PatchOptions.meta.k8s.io "" is invalid: {field}: {message}',
-                    {"group": "meta.k8s.io", "kind": "PatchOptions",
-                     "causes": [{"reason": reason, "message": message, "field": field}]})
-
-
 def manager_of(query: dict[str, str], headers: dict[bytes, bytes]) -> str:
-    """The manager a write is recorded under: ``fieldManager``, else the user agent's product."""
+    """The manager a write is recorded under: ``fieldManager`` (held to upstream's rules with
+    the write's other options: api/writeoptions.py), else the user agent's product."""
     given = query.get("fieldManager")
     if given:
-        if len(given) > MAX_MANAGER_LENGTH:
-            raise _invalid_options("fieldManager", "FieldValueTooLong",
-                                   f"Too long: may not be more than {MAX_MANAGER_LENGTH} bytes")
-        if not given.isprintable():
-            raise _invalid_options("fieldManager", "FieldValueInvalid",
-                                   f"Invalid value: {given!r}: must only contain printable characters")
         return given
     return manager_from_user_agent(headers.get(b"user-agent", b"").decode("latin-1"))
 
@@ -209,19 +197,12 @@ class ApplyOptions:
 
 
 def apply_options(query: dict[str, str], content_type: str) -> ApplyOptions | None:
-    """The options of an apply patch (None for other patches, which may not send ``force``)."""
-    force = flag(query, "force")
+    """The options of an apply patch (None for other patches); a request's are held to
+    upstream's rules (a manager required, ``force`` only here) with its other options,
+    before its body is read (api/writeoptions.py)."""
     if content_type != APPLY_YAML:
-        if force is not None:
-            raise _invalid_options("force", "FieldValueForbidden",
-                                   "Forbidden: may not be specified for non-apply patch")
         return None
-    manager = query.get("fieldManager") or ""
-    if not manager:
-        raise _invalid_options("fieldManager", "FieldValueRequired", "Required value: is required for apply patch")
-    manager_of(query, {})  # the length and character checks
-    field_validation()  # an unsupported directive is PatchOptions' 422 before anything is applied
-    return ApplyOptions(manager, bool(force))
+    return ApplyOptions(query.get("fieldManager") or "", bool(flag(query, "force")))
 
 
 def yaml_as_json(body: bytes) -> bytes:

@@ -3,8 +3,9 @@
 As upstream's delete handler, the options come from the body when there is one
 (kubectl sends ``{"kind": "DeleteOptions", ..., "dryRun": ["All"]}``), else from
 the query (``gracePeriodSeconds``, ``propagationPolicy``, ``orphanDependents``).
-The ``dryRun`` query parameter is honoured either way: a dry run asked for
-anywhere is a dry run. They are validated as ``ValidateDeleteOptions``: a 422
+The ``dryRun`` query parameter's ``All`` is honoured either way: a dry run asked
+for anywhere is a dry run (another value is validated with the query's options,
+and ignored beside a body, as upstream ignores the query then). They are validated as ``ValidateDeleteOptions``: a 422
 naming ``DeleteOptions.meta.k8s.io``.
 
 ``propagationPolicy`` is carried out by the workload controllers' garbage
@@ -20,6 +21,7 @@ from typing import Any
 from ..registry.types import ResourceType
 from .errors import ApiError, json_object
 from .params import flag, go_int64
+from .writeoptions import dry_run_problem
 
 __all__ = ["PROPAGATION_POLICIES", "delete_options"]
 
@@ -40,6 +42,8 @@ def delete_options(query: dict[str, str], body: bytes) -> dict[str, Any]:
         orphan = flag(query, "orphanDependents")
         if orphan is not None:
             options["orphanDependents"] = orphan
+        if "dryRun" in query:
+            options["dryRun"] = [query["dryRun"]]
     _validate(options)
     options["dryRun"] = bool(options.get("dryRun")) or query.get("dryRun") == "All"
     return options
@@ -73,19 +77,20 @@ def _integer(raw: str, what: str) -> int:
 
 
 def _validate(options: dict[str, Any]) -> None:
+    """ValidateDeleteOptions: each problem a cause of one 422 (a policy beside orphanDependents
+    that is no policy either is two), a policy's supported values with its "nil"."""
     causes: list[dict[str, str]] = []
     policy = options.get("propagationPolicy")
     if options.get("orphanDependents") is not None and policy is not None:
         causes.append({"reason": "FieldValueInvalid", "field": "propagationPolicy",
                        "message": f'Invalid value: "{policy}": orphanDependents and deletionPropagation cannot '
                                   "be both set"})
-    elif policy is not None and policy not in PROPAGATION_POLICIES:
+    if policy is not None and policy not in PROPAGATION_POLICIES:
         causes.append({"reason": "FieldValueNotSupported", "field": "propagationPolicy",
                        "message": f'Unsupported value: "{policy}": supported values: '
-                                  + ", ".join(f'"{p}"' for p in PROPAGATION_POLICIES)})
-    for value in options.get("dryRun") or ():
-        if value != "All":
-            causes.append({"reason": "FieldValueNotSupported", "field": "dryRun",
-                           "message": f'Unsupported value: "{value}": supported values: "All"'})
+                                  + ", ".join(f'"{p}"' for p in (*PROPAGATION_POLICIES, "nil"))})
+    dry_run = dry_run_problem(options.get("dryRun") or [])
+    if dry_run is not None:
+        causes.append(dry_run)
     if causes:
         raise ApiError.invalid(_OPTIONS_TYPE, "", causes)

@@ -18,19 +18,9 @@ from store.interface import KeyValue
 from .errors import ApiError
 from .storeview import StoreView
 
-__all__ = ["DRY_RUN", "DryRunStore", "parse_dry_run"]
+__all__ = ["DRY_RUN", "DryRunStore"]
 
 DRY_RUN: ContextVar[bool] = ContextVar("controlplane_dry_run", default=False)
-
-
-def parse_dry_run(raw: str | None) -> bool:
-    """The ``dryRun`` query parameter: absent, or ``All`` (the only value upstream knows)."""
-    if raw is None:
-        return False
-    if raw != "All":
-        raise ApiError.bad_request(f'Invalid dryRun value: dryRun: Unsupported value: "{raw}": supported values: '
-                                   '"All"')
-    return True
 
 
 class DryRunStore(StoreView):

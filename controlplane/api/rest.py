@@ -121,7 +121,7 @@ from .discovery import (
     version_order,
 )
 from .discovery import content_type as discovery_content_type
-from .dryrun import DRY_RUN, DryRunStore, parse_dry_run
+from .dryrun import DRY_RUN, DryRunStore
 from .errors import ApiError, json_object
 from .fieldvalidation import (
     add_warning,
@@ -200,6 +200,7 @@ from .topologylabels import NodeTopology, bound_labels
 from .typemeta import EVICTION_ALSO, EVICTION_TYPE, check_patched_type_meta, check_type_meta
 from .uids import new_uid, random_suffix
 from .webhooks import AdmissionWebhooks, HookReinvocation
+from .writeoptions import check_write_options
 
 log = logging.getLogger("controlplane.api")
 
@@ -672,10 +673,13 @@ class KubeApi:
             add_warning(rtype.custom.deprecation_warning)
         elif rtype is self._endpoints:
             add_warning(ENDPOINTS_DEPRECATION)
-        if parse_dry_run(query.get("dryRun")):
-            if method not in ("POST", "PUT", "PATCH", "DELETE"):
-                raise ApiError.bad_request("dryRun is only for create, update, patch and delete")
-            DRY_RUN.set(True)  # this request's context only; see api/dryrun.py
+        if method in ("POST", "PUT", "PATCH"):  # (a read's options have no dryRun: ignored, as upstream)
+            check_write_options(method, query, headers.get(b"content-type", b"").decode("latin-1").split(";")[0]
+                                .strip())
+            if query.get("dryRun") is not None:
+                DRY_RUN.set(True)  # this request's context only; see api/dryrun.py
+        elif method == "DELETE" and query.get("dryRun") == "All":  # (validated with its DeleteOptions)
+            DRY_RUN.set(True)
         conversion = conversion_for(rtype.group, rtype.version, rtype.kind)
         if conversion is not None:  # stored as another version: see api/converting.py
             CONVERSION.set(conversion)

@@ -35,7 +35,8 @@ def test_dry_run_writes_answer_but_store_nothing(served: Serve) -> None:
     assert now["data"] == {"k": "v"} and now["metadata"]["resourceVersion"] == rv
 
     bad = httpx.post(base, params={"dryRun": "Some"}, headers=h, json=CM)
-    assert bad.status_code == 400 and "Invalid dryRun value" in bad.json()["message"]
+    assert bad.status_code == 422 and bad.json()["message"] == (
+        'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Some"]: supported values: "All"')
 
 
 def test_a_dry_run_namespace_delete_leaves_it_active(served: Serve) -> None:
