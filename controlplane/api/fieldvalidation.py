@@ -293,7 +293,8 @@ def _check_custom_metadata(rtype: ResourceType, method: str, obj: dict[str, Any]
 def check_decodes(group: str, version: str, kind: str, obj: dict[str, Any]) -> None:
     """The body of a write handled on its own (a Binding) decoded into its Go type: a value
     of another type (``metadata.uid: 5``) or a Time that does not parse is upstream's 400,
-    in its decoder's words. Nothing else is checked or changed."""
+    in its decoder's words; so is an unknown field under Strict, which is otherwise dropped
+    (with a warning under Warn). Required fields are the handler's to check."""
     shape = shape_of(group, version, kind)
     if shape is None:
         return
@@ -303,6 +304,15 @@ def check_decodes(group: str, version: str, kind: str, obj: dict[str, Any]) -> N
         path, given, expected = found.mismatched[0]
         why = go_type_error(shape, path, given) or \
             f"json: cannot unmarshal {given} into Go struct field {kind}.{path} of type {expected}"
+    if why is None and found.problems:
+        directive, _ = _directive()
+        if directive == "Strict":
+            why = "strict decoding error: " + ", ".join(found.problems)
+        else:
+            if directive == "Warn":
+                for p in found.problems:
+                    add_warning(p)
+            shape.check(obj, prune=True, count_keys=False)
     if why is not None:
         raise ApiError.bad_request(f'{kind} in version "{version}" cannot be handled as a {kind}: {why}')
 

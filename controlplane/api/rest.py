@@ -61,6 +61,7 @@ from ..registry.crd import terminate as crd_terminate
 from ..registry.csi import INITIAL_ATTACHMENT_STATUS
 from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
+from ..registry.managedfields import SCALE_TYPE
 from ..registry.observedgeneration import keep_observed_generations
 from ..registry.podspec import pair_ips, qos_class
 from ..registry.podvalidation import label_key_problems
@@ -197,7 +198,7 @@ from .streaming import refusal as streaming_refusal
 from .tables import as_table
 from .tokenrequest import TokenIssuer, token_request_looked_up
 from .topologylabels import NodeTopology, bound_labels
-from .typemeta import EVICTION_ALSO, EVICTION_TYPE, check_patched_type_meta, check_type_meta
+from .typemeta import EVICTION_ALSO, EVICTION_TYPE, TOKEN_REQUEST_TYPE, check_patched_type_meta, check_type_meta
 from .uids import new_uid, random_suffix
 from .webhooks import AdmissionWebhooks, HookReinvocation
 from .writeoptions import check_write_options
@@ -1076,6 +1077,17 @@ class KubeApi:
         if not isinstance(meta, dict):
             raise ApiError.bad_request("metadata must be an object")
         return check_object(rtype, obj, body, added_keys=added, name=name)
+
+    def _subresource_body(self, body_type: ResourceType, body: bytes, also: tuple[str, ...] = (),
+                          name: str | None = None) -> dict[str, Any]:
+        """The body of a subresource write handled on its own (a Scale, an Eviction, a
+        TokenRequest), decoded as upstream's create and update handlers decode it into
+        ``body_type``: of another kind, a value of another type or, under Strict, an unknown
+        field is their 400 (unknown fields otherwise dropped, with a warning under Warn);
+        ``name``: an update's URL name, which the body must carry (``checkName``)."""
+        obj = _decoded(body_type, body)
+        check_type_meta(self.registry, body_type, obj, body, also=also)
+        return check_object(body_type, obj, body, name=name)
 
     def _check_namespace(self, rtype: ResourceType, namespace: str | None, meta: dict[str, Any]) -> None:
         if not rtype.namespaced:
@@ -2299,7 +2311,7 @@ class KubeApi:
         mutating webhooks before the account is looked up, validating admission once the request
         is validated and defaulted (TokenREST's ``createValidation``), before its bound object."""
         assert self.token_issuer is not None
-        asked = self._parse_json(body) if body.strip() else {}
+        asked = self._subresource_body(TOKEN_REQUEST_TYPE, body) if body.strip() else {}
         user = REQUEST_USER.get()
         node = kubelet(user) if user is not None and self.node_restriction is not None else None
         if node is not None and self.node_restriction is not None:  # NodeRestriction, the first admission
@@ -2476,7 +2488,8 @@ class KubeApi:
             old = orjson.loads(current.value)
             fields: Any = None
             if method == "PUT":
-                replicas, expected = replicas_of_scale(self._parse_json(body), name, namespace, body=True)
+                replicas, expected = replicas_of_scale(self._subresource_body(SCALE_TYPE, body, name=name), name,
+                                                       namespace, body=True)
             elif applying is not None and config is not None:
                 if precondition and str(precondition) != str(current.mod_revision):
                     raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes "
@@ -2497,9 +2510,15 @@ class KubeApi:
                 if content_type == "application/json-patch+json":
                     patched = _json_patch(view, _json_patch_operations(patch))
                 elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+                    check_merge_patch(SCALE_TYPE, patch)
                     patched = merge_patch(view, patch)  # a Scale has no lists: strategic is merge here
                 else:  # (the dispatch refused other types)
                     raise ApiError.unsupported_media_type(accepted_patch_types(rtype))
+                # decoded into a Scale as upstream's patcher decodes its result: a value of another
+                # type (or, under Strict, an unknown field) is its 422 against ``patch``
+                if isinstance(patched, dict):
+                    patched = check_object(SCALE_TYPE, patched, strategic=patch if content_type ==
+                                           "application/strategic-merge-patch+json" else None, stored=view)
                 replicas, expected = replicas_of_scale(patched, name, namespace)
                 expected = 0 if expected == current.mod_revision else expected
             else:
@@ -2543,10 +2562,7 @@ class KubeApi:
     async def _evict(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
         """``pods/<name>/eviction`` (policy/v1 Eviction): delete the pod, with the Eviction's
         ``deleteOptions``, unless the PodDisruptionBudget covering it allows no disruption (429)."""
-        eviction = self._parse_json(body) if body.strip() else {}
-        if not isinstance(eviction, dict):
-            raise ApiError.bad_request("the request body must be an Eviction object")
-        check_type_meta(self.registry, EVICTION_TYPE, eviction, body, also=EVICTION_ALSO)
+        eviction = self._subresource_body(EVICTION_TYPE, body, also=EVICTION_ALSO) if body.strip() else {}
         meta = eviction.get("metadata") or {}
         if not isinstance(meta, dict) or meta.get("name") != name:
             # one without a name too (an empty body, ``{}``), as EvictionREST.Create: it evicted the pod
@@ -2556,8 +2572,6 @@ class KubeApi:
             eviction = _as_subresource_object(eviction, "policy/v1", "Eviction", namespace)
             await self._mutate_subresource(admission, namespace, name, "CREATE", eviction, None)
         options = eviction.get("deleteOptions") or {}
-        if not isinstance(options, dict):
-            raise ApiError.bad_request("deleteOptions must be an object")
         if self._subresource_admission(mutating=False):
             await self._validate_subresource(admission, namespace, name, "CREATE",
                                              _as_subresource_object(eviction, "policy/v1", "Eviction", namespace),
@@ -3132,6 +3146,8 @@ def _namespace_finalizer_causes(finalizers: list[str]) -> list[dict[str, str]]:
 
 # ObjectMeta's string fields: a Binding's metadata of these only (a scheduler's) decodes
 _STRING_META = frozenset(("name", "generateName", "namespace", "uid", "resourceVersion", "selfLink"))
+# an ObjectReference's fields, every one a string
+_REFERENCE_FIELDS = frozenset(("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"))
 
 
 def _plain_binding(binding: dict[str, Any]) -> bool:
@@ -3140,7 +3156,8 @@ def _plain_binding(binding: dict[str, Any]) -> bool:
     ObjectReference, whose fields are all strings), and nothing else."""
     meta, target = binding.get("metadata"), binding.get("target")
     return (type(meta) is dict and meta.keys() <= _STRING_META and all(type(v) is str for v in meta.values())
-            and type(target) is dict and all(type(v) is str for v in target.values())
+            and type(target) is dict and target.keys() <= _REFERENCE_FIELDS
+            and all(type(v) is str for v in target.values())
             and binding.keys() <= {"apiVersion", "kind", "metadata", "target"}
             and type(binding.get("apiVersion", "")) is str and type(binding.get("kind", "")) is str)
 

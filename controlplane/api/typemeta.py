@@ -29,7 +29,7 @@ from ..registry import Registry, ResourceType
 from .errors import ApiError
 from .fieldvalidation import invalid_patch
 
-__all__ = ["EVICTION_ALSO", "EVICTION_TYPE", "check_patched_type_meta", "check_type_meta"]
+__all__ = ["EVICTION_ALSO", "EVICTION_TYPE", "TOKEN_REQUEST_TYPE", "check_patched_type_meta", "check_type_meta"]
 
 # the scheme of kube-apiserver's built-in types, as a decode error names it
 LEGACY_SCHEME = "k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"
@@ -43,6 +43,8 @@ INTERNAL_PACKAGES = {"": "core", "internal.apiserver.k8s.io": "apiserverinternal
 # the body of ``pods/<name>/eviction``, which takes policy/v1beta1's too (EvictionREST.AcceptsGroupVersion)
 EVICTION_TYPE = ResourceType("policy", "v1", "Eviction", "evictions", True)
 EVICTION_ALSO = ("policy/v1beta1",)
+# the body of ``serviceaccounts/<name>/token``
+TOKEN_REQUEST_TYPE = ResourceType("authentication.k8s.io", "v1", "TokenRequest", "tokenrequests", True)
 
 
 def check_type_meta(registry: Registry, rtype: ResourceType, obj: dict[str, Any], body: bytes,

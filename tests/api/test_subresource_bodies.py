@@ -1,0 +1,179 @@
+"""The fourth fuzzing round's findings, over a real socket (httpx to the project's HTTP/1.1
+protocol): the bodies of the subresource writes handled on their own (Scale, Eviction,
+TokenRequest, Binding) decoded as upstream's handlers decode them, and a write's query
+options validated as its options kind; each answer a Status of upstream's code, reason and
+words, and what was stored left as it was."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from controlplane.client import Client
+from tests.front_socket import front_on_socket
+
+NS = "/api/v1/namespaces/default"
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+SCALE = f"{DEPLOYMENTS}/d/scale"
+CMS = f"{NS}/configmaps"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+SCHEME = 'in scheme "k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"'
+
+
+@dataclass
+class Served:
+    http: httpx.AsyncClient
+    client: Client  # in process, for seeding and reading back
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    async with front_on_socket(tmp_path) as (port, c), \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        yield Served(http, c)
+
+
+def message_of(resp: httpx.Response, code: int, reason: str) -> str:
+    status: dict[str, Any] = resp.json()
+    assert (resp.status_code, status["kind"], status["code"], status.get("reason")) == (
+        code, "Status", code, reason), status
+    return str(status["message"])
+
+
+def scale(**fields: Any) -> dict[str, Any]:
+    return {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"}, "spec": {"replicas": 3},
+            **fields}
+
+
+async def deployment(served: Served) -> str:
+    template = {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    created = await served.client.create(DEPLOYMENTS, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": template}})
+    return str(created["metadata"]["resourceVersion"])
+
+
+async def test_a_scale_put_is_decoded_as_a_scale(served: Served) -> None:
+    # each was a 200 that scaled the Deployment (another kind's body, a status that is no
+    # Scale's, an unknown field under Strict), or a 400 in words of this server's own
+    version = await deployment(served)
+    bad: list[tuple[dict[str, Any], dict[str, str], str]] = [
+        (scale(status={"replicas": "x"}), {}, "json: cannot unmarshal string into Go struct field "
+                                              "ScaleStatus.status.replicas of type int32"),
+        (scale(apiVersion="apps/v1"), {}, f'no kind "Scale" is registered for version "apps/v1" {SCHEME}'),
+        (scale(bogus=1), {"fieldValidation": "Strict"}, 'strict decoding error: unknown field "bogus"'),
+    ]
+    for body, params, why in bad:
+        resp = await served.http.put(SCALE, json=body, params=params)
+        assert message_of(resp, 400, "BadRequest") == f'Scale in version "v1" cannot be handled as a Scale: {why}'
+    resp = await served.http.put(SCALE, json=scale(kind="Deployment"))
+    assert message_of(resp, 400, "BadRequest") == ('Deployment in version "v1" cannot be handled as a Scale: no kind '
+                                                   f'"Deployment" is registered for version "autoscaling/v1" {SCHEME}')
+    stored = await served.client.get(f"{DEPLOYMENTS}/d")
+    assert (stored["spec"]["replicas"], stored["metadata"]["resourceVersion"]) == (1, version)
+    # an unknown field is dropped with a warning otherwise, and the Scale written
+    resp = await served.http.put(SCALE, json=scale(bogus=1))
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["warning"] == '299 - "unknown field \\"bogus\\""'
+    assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 3
+
+
+async def test_a_scale_patch_that_does_not_decode_is_the_patchers_422(served: Served) -> None:
+    # upstream's patcher decodes the patched Scale and answers 422 against ``patch``: it was a 400
+    version = await deployment(served)
+    for patch, content_type, why in (
+            ({"spec": {"replicas": "3"}}, "application/merge-patch+json",
+             "json: cannot unmarshal string into Go struct field ScaleSpec.spec.replicas of type int32"),
+            ([{"op": "replace", "path": "/spec/replicas", "value": 1 << 31}], "application/json-patch+json",
+             "json: cannot unmarshal number 2147483648 into Go struct field ScaleSpec.spec.replicas of type int32"),
+            ({"spec": {"replicas": "3"}}, "application/strategic-merge-patch+json", "unrecognized type: int32")):
+        resp = await served.http.patch(SCALE, json=patch, headers={"Content-Type": content_type})
+        message = message_of(resp, 422, "Invalid")
+        assert message.startswith(' "" is invalid: patch: Invalid value: ') and message.endswith(why), message
+    resp = await served.http.patch(SCALE, json={"spec": {"replicas": 2, "bogus": 1}}, headers=MERGE,
+                                   params={"fieldValidation": "Strict"})
+    assert message_of(resp, 422, "Invalid").endswith('strict decoding error: unknown field "spec.bogus"')
+    stored = await served.client.get(f"{DEPLOYMENTS}/d")
+    assert (stored["spec"]["replicas"], stored["metadata"]["resourceVersion"]) == (1, version)
+    resp = await served.http.patch(SCALE, json={"spec": {"replicas": 2}}, headers=MERGE)
+    assert resp.status_code == 200 and resp.json()["spec"]["replicas"] == 2, resp.text
+
+
+async def test_an_eviction_and_a_token_request_are_decoded_as_theirs(served: Served) -> None:
+    # "gracePeriodSeconds must be an integer, not 'x'" and the like were this server's words;
+    # a TokenRequest of another group, or with an unknown field under Strict, issued a token
+    await served.client.create(f"{NS}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    await served.client.create(f"{NS}/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                          "metadata": {"name": "sa"}})
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}}
+    prefix = 'Eviction in version "v1" cannot be handled as a Eviction: '
+    for body, params, why in (
+            ({**eviction, "deleteOptions": {"gracePeriodSeconds": "x"}}, {},
+             "json: cannot unmarshal string into Go struct field DeleteOptions.deleteOptions.gracePeriodSeconds of "
+             "type int64"),
+            ({**eviction, "deleteOptions": 5}, {},
+             "json: cannot unmarshal number into Go struct field Eviction.deleteOptions of type v1.DeleteOptions"),
+            ({**eviction, "bogus": 1}, {"fieldValidation": "Strict"}, 'strict decoding error: unknown field "bogus"')):
+        resp = await served.http.post(f"{NS}/pods/p/eviction", json=body, params=params)
+        assert message_of(resp, 400, "BadRequest") == prefix + why
+    assert (await served.http.get(f"{NS}/pods/p")).status_code == 200  # not evicted
+    token = f"{NS}/serviceaccounts/sa/token"
+    resp = await served.http.post(token, json={"apiVersion": "v1", "kind": "TokenRequest", "spec": {}})
+    assert message_of(resp, 400, "BadRequest") == ('TokenRequest in version "v1" cannot be handled as a TokenRequest: '
+                                                   f'no kind "TokenRequest" is registered for version "v1" {SCHEME}')
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    resp = await served.http.post(token, json={**request, "bogus": 1}, params={"fieldValidation": "Strict"})
+    assert message_of(resp, 400, "BadRequest") == ('TokenRequest in version "v1" cannot be handled as a TokenRequest: '
+                                                   'strict decoding error: unknown field "bogus"')
+    resp = await served.http.post(token, json=request)
+    assert resp.status_code == 201 and resp.json()["status"]["token"], resp.text
+
+
+async def test_a_bindings_unknown_fields_follow_the_directive(served: Served) -> None:
+    # an unknown field of the target passed as a plain binding, under Strict too
+    await served.client.create(f"{NS}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}}
+    for body, field in (({**binding, "target": {"name": "n1", "bogus": "x"}}, "target.bogus"),
+                        ({**binding, "target": {"name": "n1"}, "bogus": 1}, "bogus")):
+        resp = await served.http.post(f"{NS}/pods/p/binding", json=body, params={"fieldValidation": "Strict"})
+        assert message_of(resp, 400, "BadRequest") == ('Binding in version "v1" cannot be handled as a Binding: '
+                                                       f'strict decoding error: unknown field "{field}"')
+    assert "nodeName" not in (await served.client.get(f"{NS}/pods/p"))["spec"]
+    resp = await served.http.post(f"{NS}/pods/p/binding", json={**binding, "target": {"name": "n1", "bogus": "x"}})
+    assert resp.status_code == 201, resp.text
+    assert resp.headers["warning"] == '299 - "unknown field \\"target.bogus\\""'
+    assert (await served.client.get(f"{NS}/pods/p"))["spec"]["nodeName"] == "n1"
+
+
+async def test_a_writes_options_are_validated_as_its_options_kind(served: Served) -> None:
+    # dryRun=Some was a 400 of this server's words, a bad fieldManager PatchOptions' 422 whatever
+    # the verb, and a subresource write took any fieldValidation
+    await deployment(served)
+    resp = await served.http.post(CMS, json={"metadata": {"name": "c"}},
+                                  params={"dryRun": "Some", "fieldManager": "a\x01"})
+    assert message_of(resp, 422, "Invalid") == (
+        'CreateOptions.meta.k8s.io "" is invalid: [fieldManager: Invalid value: "a\\x01": invalid character U+0001 '
+        '(at position 1), dryRun: Unsupported value: ["Some"]: supported values: "All"]')
+    resp = await served.http.put(SCALE, json=scale(), params={"fieldValidation": "Bogus"})
+    assert message_of(resp, 422, "Invalid") == (
+        'UpdateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Bogus": supported values: "", '
+        '"Ignore", "Strict", "Warn"')
+    resp = await served.http.post(f"{NS}/pods/p/eviction", params={"fieldValidation": "Bogus"},
+                                  json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}})
+    assert message_of(resp, 422, "Invalid").startswith('CreateOptions.meta.k8s.io "" is invalid: fieldValidation: ')
+    assert (await served.http.get(f"{CMS}/c")).status_code == 404
+    await served.client.create(CMS, {"metadata": {"name": "c"}})
+    resp = await served.http.delete(f"{CMS}/c", params={"dryRun": "x", "propagationPolicy": "Bogus"})
+    assert message_of(resp, 422, "Invalid") == (
+        'DeleteOptions.meta.k8s.io "" is invalid: [propagationPolicy: Unsupported value: "Bogus": supported values: '
+        '"Foreground", "Background", "Orphan", "nil", dryRun: Unsupported value: ["x"]: supported values: "All"]')
+    # a read has no such options: upstream ignores them
+    assert (await served.http.get(CMS, params={"dryRun": "x"})).status_code == 200
+    assert (await served.http.get(f"{CMS}/c")).status_code == 200
