@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .podvalidation import label_key_problems
+from .causes import show
+from .podvalidation import label_key_problems, label_value_problems
 
 __all__ = [
     "FieldSelector",
@@ -35,10 +36,24 @@ class SelectorError(ValueError):
 
 
 # -- labels ---------------------------------------------------------------------
-_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
-_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
-_KEY_RE = re.compile(_KEY + r"\Z")
-_VALUE_RE = re.compile(_VALUE + r"\Z")
+# The grammar and the error words of apimachinery's labels.Parse, a lexer and a recursive
+# descent of its own kind (the regular expressions this replaced took "a in (b" for
+# unbalanced, and answered in words kubectl's users never see from a cluster):
+#
+#   selector    := requirement ("," requirement)*  |  ""
+#   requirement := ["!"] KEY [ ("in" | "notin") "(" values ")" | ("=" | "==" | "!=" | ">" | "<") [VALUE] ]
+#   values      := VALUE? ("," VALUE?)*     ("()" and empty items are the empty value)
+#
+# A key is checked when it is read, each value once its requirement is whole; "in" and
+# "notin" are values where a value is expected (``x in (in)``).
+_SPECIAL = frozenset("=!(),><")
+_SPACE = frozenset(" \t\r\n")
+_END, _ID, _OPEN, _CLOSE, _COMMA, _NOT, _IN, _NOTIN, _EQ, _DEQ, _NEQ, _GT, _LT = range(13)
+_LITERALS = {")": _CLOSE, ",": _COMMA, "!": _NOT, "==": _DEQ, "=": _EQ, ">": _GT, "in": _IN, "<": _LT,
+             "!=": _NEQ, "notin": _NOTIN, "(": _OPEN}
+_OPERATORS = {_IN: "in", _NOTIN: "notin", _EQ: "=", _DEQ: "==", _NEQ: "!=", _GT: "gt", _LT: "lt"}
+_BINARY = "in, notin, =, ==, !=, gt, lt"  # selection's binary operators, as the parser's error lists them
+_INT64 = re.compile(r"[+-]?[0-9]+\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +65,9 @@ class _Requirement:
     def matches(self, labels: dict[str, str]) -> bool:
         has = self.key in labels
         if self.op in ("gt", "lt"):  # both sides integers, as upstream; a label that is not one never matches
-            try:
-                have, bound = int(labels[self.key]), int(next(iter(self.values)))
-            except (KeyError, ValueError):
+            have = _int64(labels[self.key]) if has else None
+            bound = _int64(next(iter(self.values)))
+            if have is None or bound is None:
                 return False
             return have > bound if self.op == "gt" else have < bound
         if self.op == "exists":
@@ -77,84 +92,167 @@ class LabelSelector:
         return not self.requirements
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas outside parentheses."""
-    parts: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth < 0:
-                raise SelectorError(f"unbalanced parentheses in {text!r}")
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if depth:
-        raise SelectorError(f"unbalanced parentheses in {text!r}")
-    parts.append("".join(cur))
-    return parts
+def _int64(text: str) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``, or None where it fails."""
+    if not _INT64.match(text):
+        return None
+    value = int(text)
+    return value if -(1 << 63) <= value < 1 << 63 else None
 
 
-def _check_key(key: str, text: str) -> str:
-    if not _KEY_RE.match(key):
-        raise SelectorError(f"invalid label key {key!r} in selector {text!r}")
-    # a qualified name, as upstream's NewRequirement checks it: a name part of 300
-    # characters or a key of three parts matched nothing, and answered 200
-    problems = label_key_problems(key)
-    if problems:
-        raise SelectorError(f"invalid label key {key!r} in selector {text!r}: {'; '.join(problems)}")
-    return key
+def _tokens(text: str) -> list[tuple[int, str]]:
+    """The lexer's tokens, the last ``_END``: runs of special symbols are read as the longest
+    literal (``!=`` before ``!``), anything else up to a space or a symbol is a word, ``in``
+    and ``notin`` keywords. A NUL ends the string, as the lexer reads it."""
+    text = text.split("\0", 1)[0]
+    out: list[tuple[int, str]] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in _SPACE:
+            i += 1
+        if i == n:
+            out.append((_END, ""))
+            return out
+        if text[i] in _SPECIAL:
+            two = text[i:i + 2]
+            lit = two if two in _LITERALS else text[i]
+            out.append((_LITERALS[lit], lit))
+            i += len(lit)
+            continue
+        j = i
+        while j < n and text[j] not in _SPECIAL and text[j] not in _SPACE:
+            j += 1
+        word = text[i:j]
+        out.append((_LITERALS.get(word, _ID) if word in ("in", "notin") else _ID, word))
+        i = j
 
 
-def _check_value(value: str, text: str) -> str:
-    if len(value) > 63 or not _VALUE_RE.match(value):
-        raise SelectorError(f"invalid label value {value!r} in selector {text!r}")
-    return value
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.items = _tokens(text)
+        self.at = 0
+
+    def look(self, value: bool = True) -> tuple[int, str]:
+        tok, lit = self.items[self.at]
+        return (_ID if value and tok in (_IN, _NOTIN) else tok), lit
+
+    def take(self, value: bool = True) -> tuple[int, str]:
+        got = self.look(value)
+        self.at += 1
+        return got
+
+    def selector(self) -> list[_Requirement]:
+        reqs: list[_Requirement] = []
+        while True:
+            tok, lit = self.look()
+            if tok == _END:
+                return reqs
+            if tok not in (_ID, _NOT):
+                raise SelectorError(f"found '{lit}', expected: !, identifier, or 'end of string'")
+            try:
+                reqs.append(self.requirement())
+            except SelectorError as e:
+                raise SelectorError(f"unable to parse requirement: {e}") from None
+            tok, lit = self.take()
+            if tok == _END:
+                return reqs
+            if tok != _COMMA:
+                raise SelectorError(f"found '{lit}', expected: ',' or 'end of string'")
+            tok, lit = self.look()
+            if tok not in (_ID, _NOT):
+                raise SelectorError(f"found '{lit}', expected: identifier after ','")
+
+    def requirement(self) -> _Requirement:
+        tok, lit = self.take()
+        negated = tok == _NOT
+        if negated:
+            tok, lit = self.take()
+        if tok != _ID:
+            raise SelectorError(f"found '{lit}', expected: identifier")
+        key = lit
+        problems = label_key_problems(key)
+        if problems:  # validateLabelKey with the parser's path, which is none
+            raise SelectorError(f"<nil>: Invalid value: {show(key)}: {'; '.join(problems)}")
+        if negated or self.look()[0] in (_END, _COMMA):
+            return _Requirement(key, "!exists" if negated else "exists", frozenset())
+        tok, lit = self.take(value=False)
+        op = _OPERATORS.get(tok)
+        if op is None:
+            raise SelectorError(f"found '{lit}', expected: {_BINARY}")
+        values = self.set_values() if op in ("in", "notin") else self.exact_value()
+        return _requirement(key, op, values)
+
+    def set_values(self) -> set[str]:
+        tok, lit = self.take()
+        if tok != _OPEN:
+            raise SelectorError(f"found '{lit}' expected: '('")
+        tok, lit = self.look()
+        if tok == _CLOSE:  # "()"
+            self.take()
+            return {""}
+        if tok not in (_ID, _COMMA):
+            raise SelectorError(f"found '{lit}', expected: ',', ')' or identifier")
+        values = self.value_list()
+        if self.take()[0] != _CLOSE:
+            raise SelectorError(f"found '{lit}', expected: ')'")  # (the word before the list, as upstream's)
+        return values
+
+    def value_list(self) -> set[str]:
+        values: set[str] = set()
+        while True:
+            tok, lit = self.take()
+            if tok == _ID:
+                values.add(lit)
+                after, lit2 = self.look()
+                if after == _CLOSE:
+                    return values
+                if after != _COMMA:
+                    raise SelectorError(f"found '{lit2}', expected: ',' or ')'")
+            elif tok == _COMMA:  # an empty item: "(,a", "a,,b", "a,)"
+                if not values:
+                    values.add("")
+                after, _ = self.look()
+                if after == _CLOSE:
+                    values.add("")
+                    return values
+                if after == _COMMA:
+                    values.add("")
+            else:
+                raise SelectorError(f"found '{lit}', expected: ',', or identifier")
+
+    def exact_value(self) -> set[str]:
+        if self.look()[0] in (_END, _COMMA):
+            return {""}
+        tok, lit = self.take()
+        if tok != _ID:
+            raise SelectorError(f"found '{lit}', expected: identifier")
+        return {lit}
 
 
-_SET_RE = re.compile(r"^\s*(\S+?)\s+(in|notin)\s*\((.*)\)\s*$")
+def _requirement(key: str, op: str, values: set[str]) -> _Requirement:
+    """NewRequirement's checks of the values (sorted, as its set's list), each problem one
+    error of an aggregate: a bound that is no integer, a value that is no label value."""
+    listed = sorted(values)
+    errors: list[str] = []
+    if op in ("gt", "lt"):
+        errors += [f"values[{i}]: Invalid value: {show(v)}: for 'Gt', 'Lt' operators, the value must be an integer"
+                   for i, v in enumerate(listed) if _int64(v) is None]
+    for i, v in enumerate(listed):
+        problems = label_value_problems(v)
+        if problems:
+            errors.append(f"values[{i}][{key}]: Invalid value: {show(v)}: {'; '.join(problems)}")
+    errors = list(dict.fromkeys(errors))
+    if errors:
+        raise SelectorError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+    return _Requirement(key, "=" if op == "==" else op, frozenset(listed))
 
 
 def parse_label_selector(text: str | None) -> LabelSelector:
+    """``text`` as upstream's labels.Parse reads it; ``SelectorError`` in its words
+    (``unable to parse requirement: found '', expected: ',' or ')'``) where it fails."""
     if not text or not text.strip():
         return LabelSelector(())
-    reqs: list[_Requirement] = []
-    for part in _split_top(text):
-        part = part.strip()
-        if not part:
-            raise SelectorError(f"empty requirement in selector {text!r}")
-        m = _SET_RE.match(part)
-        if m:
-            key, op, vals = m.group(1), m.group(2), m.group(3)
-            values = frozenset(_check_value(v.strip(), text) for v in vals.split(","))
-            reqs.append(_Requirement(_check_key(key, text), op, values))
-            continue
-        for op in ("==", "!=", "=", ">", "<"):
-            if op in part:
-                key, value = (s.strip() for s in part.split(op, 1))
-                if op in (">", "<"):
-                    try:
-                        int(value)
-                    except ValueError as e:
-                        raise SelectorError(f"for 'Gt', 'Lt' operators, the value must be an integer: "
-                                            f"{value!r} in selector {text!r}") from e
-                    reqs.append(_Requirement(_check_key(key, text), "gt" if op == ">" else "lt",
-                                             frozenset([value])))
-                    break
-                reqs.append(_Requirement(_check_key(key, text), "=" if op == "==" else op,
-                                         frozenset([_check_value(value, text)])))
-                break
-        else:
-            if part.startswith("!"):
-                reqs.append(_Requirement(_check_key(part[1:].strip(), text), "!exists", frozenset()))
-            else:
-                reqs.append(_Requirement(_check_key(part, text), "exists", frozenset()))
-    return LabelSelector(tuple(reqs))
+    return LabelSelector(tuple(_Parser(text).selector()))
 
 
 # -- fields ---------------------------------------------------------------------

@@ -220,8 +220,28 @@ async def test_a_custom_resources_unknown_metadata_field_is_dropped_and_reported
 async def test_a_label_selectors_keys_are_qualified_names(served: Served, selector: str) -> None:
     # (they matched nothing, and a list answered 200 with no items)
     r = await served.http.get(CMS, params={"labelSelector": selector})
-    assert status(r, 400, "BadRequest").startswith("invalid label key ")
+    assert status(r, 400, "BadRequest").startswith('unable to parse requirement: <nil>: Invalid value: "')
     assert (await served.http.get(CMS, params={"labelSelector": "example.com/" + "a" * 63 + "=b"})).status_code == 200
+
+
+@pytest.mark.parametrize(("selector", "message"), [
+    # each was answered in this server's own words ("unbalanced parentheses in 'a in (b'",
+    # "empty requirement in selector 'a,'", "invalid label value 'b=c' in selector 'a=b=c'")
+    ("a in (b", "unable to parse requirement: found '', expected: ',' or ')'"),
+    ("a in b", "unable to parse requirement: found 'b' expected: '('"),
+    ("a,", "found '', expected: identifier after ','"),
+    ("a=b=c", "found '=', expected: ',' or 'end of string'"),
+    ("a (b)", "unable to parse requirement: found '(', expected: in, notin, =, ==, !=, gt, lt"),
+    ("a>b", "unable to parse requirement: values[0]: Invalid value: \"b\": for 'Gt', 'Lt' operators, the value "
+            "must be an integer"),
+    ("a=-b", 'unable to parse requirement: values[0][a]: Invalid value: "-b": a valid label must be an empty string '
+             "or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+             "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+             "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"),
+])
+async def test_a_label_selector_is_parsed_by_upstreams_grammar(served: Served, selector: str, message: str) -> None:
+    r = await served.http.get(CMS, params={"labelSelector": selector})
+    assert status(r, 400, "BadRequest") == message
 
 
 async def test_a_delete_collections_integer_parameters_are_checked_before_anything_goes(served: Served) -> None:

@@ -29,6 +29,14 @@ from controlplane.registry.selectors import SelectorError, parse_field_selector,
     ("gen<2", {"gen": "-1"}, True),
     ("gen<2", {}, False),
     ("gen>2", {"gen": "three"}, False),
+    # upstream's grammar: "()" and empty items are the empty value, "in" a value where one is expected
+    ("a in ()", {"a": ""}, True),
+    ("a in (b,)", {"a": ""}, True),
+    ("a notin (,)", {"a": ""}, False),
+    ("in in (in)", {"in": "in"}, True),
+    ("a = b , !c", {"a": "b"}, True),
+    ("a==", {"a": ""}, True),
+    ("gen>99999999999999999", {"gen": "99999999999999999999"}, False),  # no int64 on the label's side
 ])
 def test_label_selectors(selector: str, labels: dict[str, str], expected: bool) -> None:
     assert parse_label_selector(selector).matches(labels) is expected
