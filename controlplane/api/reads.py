@@ -142,7 +142,8 @@ class WatchOptions:
 
 def _filter(rtype: ResourceType, namespace: str | None, query: dict[str, str], name: str | None = None) -> Filter:
     try:
-        return Filter.parse(rtype.plural, query.get("labelSelector"), query.get("fieldSelector"), namespace, name)
+        return Filter.parse(rtype.plural, query.get("labelSelector"), query.get("fieldSelector"), namespace, name,
+                            rtype.custom is not None)
     except SelectorError as e:
         raise ApiError.bad_request(str(e)) from e
 

@@ -118,12 +118,13 @@ class Filter:
 
     @staticmethod
     def parse(plural: str, label_selector: str | None, field_selector: str | None,
-              namespace: str | None = None, name: str | None = None) -> Filter:
+              namespace: str | None = None, name: str | None = None, custom: bool = False) -> Filter:
         """Raises ``SelectorError`` for a selector kube-apiserver would refuse. ``name``: the
         object a legacy watch path names, selected by its name as upstream's listOpts does, so
-        the field selector, if any, must select that name too."""
+        the field selector, if any, must select that name too; ``custom``: ``plural`` is a
+        custom resource's."""
         labels = parse_label_selector(label_selector)
-        fields = parse_field_selector(field_selector, plural)
+        fields = parse_field_selector(field_selector, plural, custom)
         names = {id(get): field for field, get in selectable_fields(plural).items()}
         terms = [(names[id(get)], equal, value) for get, equal, value in fields.terms]
         if name is not None:

@@ -366,7 +366,12 @@ class FieldSelector:
         return not self.terms
 
 
-def parse_field_selector(text: str | None, plural: str) -> FieldSelector:
+def parse_field_selector(text: str | None, plural: str, custom: bool = False) -> FieldSelector:
+    """``text`` as upstream's fields.ParseSelector reads it, each field held to ``plural``'s
+    selectable ones as its scheme's field label conversion does: a kind with a conversion
+    of its own (those of ``FIELDS``; a custom resource's, ``custom``) refuses another field as
+    ``field label not supported: f``, every other built-in kind as the scheme's default,
+    ``"f" is not a known field selector: only "metadata.name", "metadata.namespace"``."""
     if not text or not text.strip():
         return FieldSelector(())
     fields = selectable_fields(plural)
@@ -381,7 +386,11 @@ def parse_field_selector(text: str | None, plural: str) -> FieldSelector:
                 break
         else:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")  # upstream's words
+        if plural == "pods" and field == "spec.host":  # an old v1 client's name for it, upstream's conversion says
+            field = "spec.nodeName"
         if field not in fields:
-            raise SelectorError(f'field label not supported: {field}')
+            if custom or plural in FIELDS:
+                raise SelectorError(f"field label not supported: {field}")
+            raise SelectorError(f'"{field}" is not a known field selector: only "metadata.name", "metadata.namespace"')
         terms.append((fields[field], op != "!=", value))
     return FieldSelector(tuple(terms))

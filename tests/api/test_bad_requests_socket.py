@@ -432,3 +432,17 @@ async def test_a_continue_token_that_does_not_decode_is_upstreams_400(served: Se
     for params in ({}, {"resourceVersion": "5"}):  # decoded before the resourceVersion is refused
         r = await served.http.get(CMS, params={"continue": token} | params)
         assert status(r, 400, "BadRequest") == f"invalid continue token: continue key is not valid: {why}"
+
+
+async def test_a_field_selector_on_a_kind_without_its_own_fields_is_refused_in_the_schemes_words(
+        served: Served) -> None:
+    # a ConfigMap (no field label conversion of its own upstream) answered "field label not supported"
+    r = await served.http.get(CMS, params={"fieldSelector": "spec.nodeName=n1"})
+    assert status(r, 400, "BadRequest") == ('"spec.nodeName" is not a known field selector: only "metadata.name", '
+                                            '"metadata.namespace"')
+    r = await served.http.get(PODS, params={"fieldSelector": "spec.bogus=n1"})
+    assert status(r, 400, "BadRequest") == "field label not supported: spec.bogus"
+    await served.client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                      "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})
+    r = await served.http.get(PODS, params={"fieldSelector": "spec.host=n1"})  # an old client's spec.nodeName
+    assert [p["metadata"]["name"] for p in r.json()["items"]] == ["p"]

@@ -212,7 +212,7 @@ def test_label_and_field_selectors_on_list(api: client.ApiClient, ns: str) -> No
     assert len(page.items) == 1 and page.metadata._continue
     with pytest.raises(ApiException) as e:
         v1.list_namespaced_config_map(ns, field_selector="spec.nodeName=n1")
-    assert e.value.status == 400 and "field label not supported" in e.value.body
+    assert e.value.status == 400 and '\\"spec.nodeName\\" is not a known field selector' in e.value.body
 
 
 def test_watch_with_a_selector_sees_objects_enter_and_leave_it(api: client.ApiClient, ns: str) -> None:

@@ -59,8 +59,16 @@ def test_field_selectors_know_each_types_fields() -> None:
     assert parse_field_selector("status.phase!=Failed,metadata.namespace=ns", "pods").matches(pod)
     assert parse_field_selector("spec.nodeName=", "pods").matches({"spec": {}})  # unscheduled pods
     assert parse_field_selector("metadata.name=p", "configmaps").matches(pod)
-    with pytest.raises(SelectorError, match=r"field label not supported: spec\.nodeName"):
+    # a kind with no field label conversion of its own refuses in the scheme's default words
+    with pytest.raises(SelectorError, match=r'^"spec\.nodeName" is not a known field selector: only "metadata\.name", '
+                                            r'"metadata\.namespace"$'):
         parse_field_selector("spec.nodeName=n1", "configmaps")
+    with pytest.raises(SelectorError, match=r"^field label not supported: spec\.bogus$"):
+        parse_field_selector("spec.bogus=n1", "pods")
+    with pytest.raises(SelectorError, match=r"^field label not supported: spec\.nodeName$"):
+        parse_field_selector("spec.nodeName=n1", "widgets", custom=True)
+    assert parse_field_selector("spec.host=n1", "pods").matches(pod)  # an old client's spec.nodeName
+    assert not parse_field_selector("spec.host=n2", "pods").matches(pod)
     with pytest.raises(SelectorError, match=r"^invalid selector: 'spec.nodeName,'; can't understand 'spec.nodeName'$"):
         parse_field_selector("spec.nodeName,", "pods")  # upstream's parseSelector's words
 
