@@ -81,6 +81,7 @@ from .trustbundles import prepare_cluster_trust_bundle
 from .volumes import BadQuantity, prepare_claim, prepare_storage_class, prepare_volume
 from .webhooks import prepare_webhook_configuration
 from .workloads import WORKLOADS, prepare_workload
+from .workloadstatus import STATUS_VALIDATED, workload_status_causes
 
 __all__ = ["CREATE_ON_UPDATE", "BadData", "default", "prepare", "valid_names", "validate_metadata", "validate_name",
            "warnings"]
@@ -641,6 +642,8 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
     if plural in WORKLOADS:
         prepare_workload(plural, obj, old)
         causes = workload_spec_causes(plural, obj, old)
+        if old is not None and plural in STATUS_VALIDATED and obj.get("status") is not old.get("status"):
+            causes += workload_status_causes(plural, obj.get("status"), old.get("status"))  # a status write
         labels = (obj.get("metadata") or {}).get("labels")
         if plural == "jobs" and old is None and isinstance(labels, dict):  # those SetDefaults_Job copied from
             causes = labels_causes(labels, "metadata.labels") + causes  # its template (the job's name, too long)

@@ -177,3 +177,33 @@ async def test_a_writes_options_are_validated_as_its_options_kind(served: Served
     # a read has no such options: upstream ignores them
     assert (await served.http.get(CMS, params={"dryRun": "x"})).status_code == 200
     assert (await served.http.get(f"{CMS}/c")).status_code == 200
+
+
+async def test_a_workloads_status_is_validated_as_upstreams_status_update(served: Served) -> None:
+    # replicas -1, readyReplicas above replicas, observedGeneration -1 were stored through /status
+    await deployment(served)
+    status_path = f"{DEPLOYMENTS}/d/status"
+    before = await served.client.get(f"{DEPLOYMENTS}/d")
+    for status, causes in (
+            ({"replicas": -1}, ["status.replicas: Invalid value: -1: must be greater than or equal to 0"] + [
+                f"status.{f}: Invalid value: 0: cannot be greater than status.replicas"  # (as Go compares them)
+                for f in ("updatedReplicas", "readyReplicas", "availableReplicas")]),
+            ({"observedGeneration": -1, "replicas": 1, "readyReplicas": 2, "availableReplicas": 2},
+             ["status.observedGeneration: Invalid value: -1: must be greater than or equal to 0",
+              "status.readyReplicas: Invalid value: 2: cannot be greater than status.replicas",
+              "status.availableReplicas: Invalid value: 2: cannot be greater than status.replicas"]),
+            ({"replicas": 2, "readyReplicas": 1, "availableReplicas": 2},
+             ["status.availableReplicas: Invalid value: 2: cannot be greater than readyReplicas"])):
+        resp = await served.http.patch(status_path, json={"status": status}, headers=MERGE)
+        assert message_of(resp, 422, "Invalid").startswith('Deployment.apps "d" is invalid: ')
+        assert [f"{c['field']}: {c['message']}" for c in resp.json()["details"]["causes"]] == causes
+    after = await served.client.get(f"{DEPLOYMENTS}/d")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    resp = await served.http.patch(status_path, json={"status": {"replicas": 2, "readyReplicas": 2,
+                                                                 "collisionCount": 3}}, headers=MERGE)
+    assert resp.status_code == 200, resp.text
+    resp = await served.http.patch(status_path, json={"status": {"collisionCount": 1}}, headers=MERGE)
+    assert [c["message"] for c in resp.json()["details"]["causes"]] == ["Invalid value: 1: cannot be decremented"]
+    # a spec write keeps the stored status, and is not held to it
+    resp = await served.http.patch(f"{DEPLOYMENTS}/d", json={"spec": {"replicas": 2}}, headers=MERGE)
+    assert resp.status_code == 200, resp.text
