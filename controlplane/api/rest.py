@@ -173,6 +173,7 @@ from .rbac import MASTERS, Authorizer, Authorizes, User, forbidden, selected_nam
 from .rbac import Request as RbacRequest
 from .rbacescalation import GROUP as RBAC_GROUP
 from .rbacescalation import check_write as check_rbac_write
+from .rbacescalation import go_quote
 from .rbacreconcile import ensure_rbac_policy
 from .reads import (
     Listed,
@@ -772,7 +773,7 @@ class KubeApi:
             if method == "GET" and out.table and rtype.custom is None:  # as upstream's Scale printer prints it
                 scale = _table_version(as_table("scales.autoscaling", [scale],
                                                 {"resourceVersion": scale["metadata"]["resourceVersion"]},
-                                                query.get("includeObject", "Metadata")), out)
+                                                _include_object(query)), out)
             return await self._json(send, 200, scale)
         if subresource == "finalize" and name is not None and rtype is self._namespaces:
             if method != "PUT":
@@ -789,9 +790,7 @@ class KubeApi:
         out = OUTPUT.get()
         table = method == "GET" and out.table
         metadata_only = out.metadata_only if method == "GET" else None
-        include = query.get("includeObject", "Metadata")
-        if include not in ("None", "Metadata", "Object"):
-            raise ApiError.bad_request(f"includeObject must be None, Metadata or Object, not {include!r}")
+        include = _include_object(query) if table else "Metadata"
         if name is None:
             if method == "GET":
                 if legacy_watch or flag(query, "watch"):  # (upstream's path watches, ?watch=false or not)
@@ -889,7 +888,7 @@ class KubeApi:
                                                                 out.metadata_only))
             return await self._json(send, 200, partial(orjson.dumps(answer), out.metadata_only))
         if out.table:
-            include = query.get("includeObject", "Metadata")
+            include = _include_object(query)
             objects = answer["items"] if name is None else [answer]
             answer = _table_version(as_table(CS_PLURAL, objects, {}, include), out)
         return await self._json(send, 200, answer)
@@ -898,7 +897,7 @@ class KubeApi:
                               query: dict[str, str], headers: dict[bytes, bytes]) -> None:
         answer = await self.metrics.answer(rtype, namespace, name, query)
         if OUTPUT.get().table:  # kubectl get nodes.metrics.k8s.io
-            include = query.get("includeObject", "Metadata")
+            include = _include_object(query)
             objects = answer["items"] if name is None else [answer]
             answer = _table_version(as_table(f"{rtype.plural}.{METRICS_GROUP}", objects, {}, include), OUTPUT.get())
         return await self._json(send, 200, answer)
@@ -3267,6 +3266,17 @@ MIN_REQUEST_TIMEOUT = 1800  # seconds: kube-apiserver's --min-request-timeout, a
 # Attempts of a write that races others on one object (read, compute, write expecting
 # the revision read). Upstream's GuaranteedUpdate retries without a bound; each
 # attempt here waits for a group commit, so a few dozen writers to one object settle.
+def _include_object(query: dict[str, str]) -> str:
+    """A Table's ``includeObject`` (absent or empty: Metadata), validated as upstream's
+    ``optionsForTransform`` validates the TableOptions of a Table request only (another
+    request ignores it): 400 ``Unable to convert to Table as requested: ...``."""
+    include = query.get("includeObject") or "Metadata"
+    if include not in ("None", "Metadata", "Object"):
+        raise ApiError.bad_request(f"Unable to convert to Table as requested: includeObject: Invalid value: "
+                                   f"{go_quote(include)}: must be 'Metadata', 'Object', 'None', or empty")
+    return include
+
+
 def _decoded(rtype: ResourceType, body: bytes) -> dict[str, Any]:
     """A create's or update's body as a JSON object; a body that is no JSON, or JSON of
     another type, is 400 in kube-apiserver's words (``transformDecodeError`` of what its

@@ -446,3 +446,16 @@ async def test_a_field_selector_on_a_kind_without_its_own_fields_is_refused_in_t
                                       "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})
     r = await served.http.get(PODS, params={"fieldSelector": "spec.host=n1"})  # an old client's spec.nodeName
     assert [p["metadata"]["name"] for p in r.json()["items"]] == ["p"]
+
+
+async def test_include_object_is_a_tables_option_only(served: Served) -> None:
+    # includeObject=Bogus was a 400 of this server's words on any read, a Table or not
+    await served.client.create(CMS, {"metadata": {"name": "c"}})
+    assert (await served.http.get(CMS, params={"includeObject": "Bogus"})).status_code == 200
+    table = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+    for path in (CMS, f"{CMS}/c"):
+        r = await served.http.get(path, params={"includeObject": "Bogus"}, headers=table)
+        assert status(r, 400, "BadRequest") == ('Unable to convert to Table as requested: includeObject: Invalid '
+                                                'value: "Bogus": must be \'Metadata\', \'Object\', \'None\', or empty')
+    r = await served.http.get(CMS, params={"includeObject": ""}, headers=table)
+    assert r.status_code == 200 and "metadata" in r.json()["rows"][0]["object"], r.text
