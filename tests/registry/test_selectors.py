@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controlplane.registry.selectors import SelectorError, parse_field_selector, parse_label_selector
 
@@ -111,3 +113,23 @@ def test_field_getters_format_values_as_upstream() -> None:
                 for obj in ({"a": v}, {}, {"x": v}):
                     assert get(obj) == want(obj)
                     assert type(get(obj)) is type(want(obj))
+
+
+_SELECTOR_ALPHABET = "ab1-_./=!(),<> \tin"
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.text(alphabet=_SELECTOR_ALPHABET, max_size=24))
+def test_any_label_selector_text_parses_or_is_refused_in_words(text: str) -> None:
+    # the grammar's every path: a selector, or a SelectorError in one of labels.Parse's forms
+    refusal = ""
+    try:
+        selector = parse_label_selector(text)
+    except SelectorError as e:
+        refusal = str(e)
+    if refusal:
+        assert refusal.startswith(("found '", "unable to parse requirement: ")), refusal
+        return
+    selector.matches({"a": "1", "b": ""})
+    for req in selector.requirements:  # what was accepted is a valid key and values
+        assert req.key and req.op in ("=", "!=", "in", "notin", "exists", "!exists", "gt", "lt")
