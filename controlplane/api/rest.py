@@ -2658,11 +2658,23 @@ class KubeApi:
                 policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
                 if policy == "AlwaysAllow" or status.get("currentHealthy", 0) >= status.get("desiredHealthy", 0) > 0:
                     return
+            # upstream's checkAndDecrement, in its order and words: a budget not yet observed is
+            # a 429 to retry in 10 s, a negative allowance or too many unconfirmed evictions the
+            # budget's 403, none left the 429 naming its counts
             if status.get("observedGeneration", 0) < bmeta.get("generation", 1):
-                raise ApiError(429, "TooManyRequests",
-                               f"Cannot evict pod as it would violate the pod's disruption budget. The disruption "
-                               f"budget {bmeta['name']} is still being processed by the server.")
-            if status.get("disruptionsAllowed", 0) <= 0:
+                raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption "
+                               "budget.", {"causes": [{"reason": "DisruptionBudget",
+                                                       "message": f"The disruption budget {bmeta['name']} is still "
+                                                                  "being processed by the server."}],
+                                           "retryAfterSeconds": 10})
+            for broken, why in ((status.get("disruptionsAllowed", 0) < 0, "pdb disruptions allowed is negative"),
+                                (len(status.get("disruptedPods") or {}) > MAX_DISRUPTED_PODS,
+                                 "DisruptedPods map too big - too many evictions not confirmed by PDB controller")):
+                if broken:
+                    raise ApiError(403, "Forbidden", f'poddisruptionbudget.policy "{bmeta["name"]}" is forbidden: '
+                                   f"{why}", {"name": bmeta["name"], "group": "policy",
+                                              "kind": "poddisruptionbudget"})
+            if status.get("disruptionsAllowed", 0) == 0:
                 raise ApiError(429, "TooManyRequests",
                                "Cannot evict pod as it would violate the pod's disruption budget.",
                                {"causes": [{"reason": "DisruptionBudget",
@@ -3298,6 +3310,8 @@ def _decoded(rtype: ResourceType, body: bytes) -> dict[str, Any]:
 
 
 IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})  # never deleted (upstream)
+# upstream's MaxDisruptedPodSize: a budget recording more evictions its controller has not seen refuses more
+MAX_DISRUPTED_PODS = 2000
 WRITE_ATTEMPTS = 64
 
 # PodSecurity admission: the pod subresources it leaves alone (upstream's ignoredPodSubresources),

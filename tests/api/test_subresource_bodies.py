@@ -207,3 +207,43 @@ async def test_a_workloads_status_is_validated_as_upstreams_status_update(served
     # a spec write keeps the stored status, and is not held to it
     resp = await served.http.patch(f"{DEPLOYMENTS}/d", json={"spec": {"replicas": 2}}, headers=MERGE)
     assert resp.status_code == 200, resp.text
+
+
+async def test_an_eviction_checks_its_budget_as_upstreams_check_and_decrement(served: Served) -> None:
+    # a budget not yet observed was one 429 message without its cause or retry; one recording
+    # more than 2000 unconfirmed evictions a 429 where upstream forbids more (403)
+    pods, budgets = f"{NS}/pods", "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+    await served.client.create(pods, {"apiVersion": "v1", "kind": "Pod",
+                                      "metadata": {"name": "p", "labels": {"a": "b"}},
+                                      "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]}})
+    await served.http.patch(f"{pods}/p/status", headers=MERGE, json={"status": {
+        "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    await served.client.create(budgets, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                                         "metadata": {"name": "pdb"},
+                                         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"a": "b"}}}})
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}}
+
+    async def evict_with(status: dict[str, Any]) -> httpx.Response:
+        resp = await served.http.patch(f"{budgets}/pdb/status", headers=MERGE, json={"status": status})
+        assert resp.status_code == 200, resp.text
+        return await served.http.post(f"{pods}/p/eviction", json=eviction)
+
+    resp = await evict_with({"observedGeneration": 0, "disruptionsAllowed": 1, "currentHealthy": 1,
+                             "desiredHealthy": 0, "expectedPods": 1})
+    assert message_of(resp, 429, "TooManyRequests") == ("Cannot evict pod as it would violate the pod's disruption "
+                                                        "budget.")
+    details = resp.json()["details"]
+    assert (details["causes"], details["retryAfterSeconds"], resp.headers["retry-after"]) == (
+        [{"reason": "DisruptionBudget", "message": "The disruption budget pdb is still being processed by the "
+                                                   "server."}], 10, "10")
+    unconfirmed = {f"gone-{i}": "2026-01-01T00:00:00Z" for i in range(2001)}
+    resp = await evict_with({"observedGeneration": 1, "disruptionsAllowed": 1, "disruptedPods": unconfirmed})
+    assert message_of(resp, 403, "Forbidden") == ('poddisruptionbudget.policy "pdb" is forbidden: DisruptedPods map '
+                                                  "too big - too many evictions not confirmed by PDB controller")
+    resp = await evict_with({"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "disruptedPods": None})
+    assert resp.json()["details"]["causes"][0]["message"] == ("The disruption budget pdb needs 1 healthy pods and has "
+                                                             "1 currently")
+    assert (await served.http.get(f"{pods}/p")).status_code == 200  # never evicted
+    resp = await evict_with({"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 1,
+                             "desiredHealthy": 0})
+    assert resp.status_code == 201, resp.text
