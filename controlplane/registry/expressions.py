@@ -27,6 +27,20 @@ _LIBRARY_ERROR = re.compile(r"Function '[^']*' error: Python function call faile
 # the interpreter's own run-time errors that cel-go words otherwise (``common/types/err.go``)
 _CEL_GO_WORDS = {"division by zero in CEL expression": "division by zero",
                  "modulo by zero in CEL expression": "modulus by zero"}
+# the interpreter's failed conversions and overflows, as cel-go words them: a string that does
+# not parse is String.ConvertToType's "type conversion error", an int out of range its
+# overflow error (``errIntOverflow``, ``errUintOverflow``)
+_CONVERTED_TO = {"int": "int", "uint": "uint", "double": "double", "duration": "google.protobuf.Duration",
+                 "timestamp": "google.protobuf.Timestamp"}
+_CONVERSION_ERROR = re.compile(r"Function '(int|uint|double)' error: string parse error: .*|"
+                               r"Function '(duration)' error: Parsing Error: .*|"
+                               r"Function '(timestamp)' error: (?:premature end of input|input contains invalid "
+                               r"characters|input is out of range|trailing input|input is not enough for unique "
+                               r"date and time|no possible date and time matching input)\. Check function "
+                               r"arguments and their types\.", re.DOTALL)
+_OVERFLOW = re.compile(r"Function '(?:int|double)' error: (unsigned )?integer overflow\. The value is outside the "
+                       r"range of the target type\.|Function 'uint' error: (unsigned) integer overflow\..*|"
+                       r"Arithmetic overflow in '\w+' on .*", re.DOTALL)
 
 
 class ExpressionError(Exception):
@@ -226,6 +240,13 @@ def _run_time_error(text: str) -> str:
     """A run-time error as cel-go words it: a library function's own message (``index out of
     range: 4``; a missing key, of an optional chain's ``.f``, ``no such key: f``), not the
     interpreter's wrapping of its Python exception."""
+    converted = _CONVERSION_ERROR.fullmatch(text)
+    if converted is not None:
+        function = next(g for g in converted.groups() if g)
+        return f"type conversion error from 'string' to '{_CONVERTED_TO[function]}'"
+    overflow = _OVERFLOW.fullmatch(text)
+    if overflow is not None:
+        return "unsigned integer overflow" if any(overflow.groups()) else "integer overflow"
     wrapped = _LIBRARY_ERROR.fullmatch(text)
     if wrapped is None:
         return _CEL_GO_WORDS.get(text, text)

@@ -446,3 +446,31 @@ async def test_a_patch_nested_past_orjsons_writer_is_a_400_not_a_500(served: Ser
         assert status["message"] == "the object is nested too deeply to be handled", (content_type, directive)
     got = await served.client.get(f"{CMS}/deep")
     assert got["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+
+
+async def test_a_cel_rules_failed_conversion_or_overflow_is_worded_as_cel_go(served: Served) -> None:
+    # the interpreter's own words reached the client ("Function 'int' error: string parse
+    # error: invalid digit found in string. Check function arguments and their types.")
+    for rule, value, why in (("int(self) > 0", "abc", "type conversion error from 'string' to 'int'"),
+                             ("duration(self) > duration('1s')", "soon",
+                              "type conversion error from 'string' to 'google.protobuf.Duration'"),
+                             ("self + 9223372036854775807 > 0", 1, "integer overflow")):
+        field = {"type": "string" if isinstance(value, str) else "integer",
+                 "x-kubernetes-validations": [{"rule": rule}]}
+        resp = await served.http.post(CRDS, json=widget_crd(field))
+        assert resp.status_code == 201, resp.text
+        for _ in range(50):
+            if (await served.http.get("/apis/fz.io/v1/namespaces/default/widgets")).status_code == 200:
+                break
+            await asyncio.sleep(0.1)
+        resp = await served.http.post("/apis/fz.io/v1/namespaces/default/widgets", json={
+            "apiVersion": "fz.io/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"x": value}})
+        status = assert_status(resp, 422, "Invalid")
+        kind = "string" if isinstance(value, str) else "integer"
+        assert [c["message"] for c in status["details"]["causes"]] == [
+            f'Invalid value: "{kind}": {why} evaluating rule: {rule}'], status
+        assert (await served.http.delete(f"{CRDS}/widgets.fz.io")).status_code == 200
+        for _ in range(50):
+            if (await served.http.get(f"{CRDS}/widgets.fz.io")).status_code == 404:
+                break
+            await asyncio.sleep(0.1)
