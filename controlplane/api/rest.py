@@ -3496,6 +3496,16 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         else:
             new.pop("status", None)
     meta = new["metadata"]
+    # BeforeUpdate keeps a deletion's timestamp and grace period (a write may leave them out);
+    # ValidateObjectMetaUpdate refuses one the write sets otherwise (a live object's made
+    # terminating by a PUT or patch: it was dropped, and the write went ahead)
+    causes = [{"reason": "FieldValueInvalid", "field": f"metadata.{field}",
+               "message": f"Invalid value: {orjson.dumps(meta[field]).decode()}: field is immutable"}
+              for field in ("deletionTimestamp", "deletionGracePeriodSeconds")
+              if meta.get(field) is not None and meta[field] != old_meta.get(field)
+              and not (field == "deletionTimestamp" and old_meta.get(field))]
+    if causes:
+        raise ApiError.invalid(rtype, str(old_meta.get("name") or ""), causes)
     for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
         if field in old_meta:
             meta[field] = old_meta[field]

@@ -459,3 +459,24 @@ async def test_include_object_is_a_tables_option_only(served: Served) -> None:
                                                 'value: "Bogus": must be \'Metadata\', \'Object\', \'None\', or empty')
     r = await served.http.get(CMS, params={"includeObject": ""}, headers=table)
     assert r.status_code == 200 and "metadata" in r.json()["rows"][0]["object"], r.text
+
+
+async def test_a_write_may_not_make_an_object_terminating(served: Served) -> None:
+    # a merge patch of metadata.deletionTimestamp on a live object was dropped and answered 200
+    await served.client.create(CMS, {"metadata": {"name": "c", "finalizers": ["example.com/hold"]}})
+    merge = {"Content-Type": "application/merge-patch+json"}
+    r = await served.http.patch(f"{CMS}/c", json={"metadata": {"deletionTimestamp": "2001-01-01T00:00:00Z"}},
+                                headers=merge)
+    assert status(r, 422, "Invalid") == ('ConfigMap "c" is invalid: metadata.deletionTimestamp: Invalid value: '
+                                         '"2001-01-01T00:00:00Z": field is immutable')
+    r = await served.http.patch(f"{CMS}/c", json={"metadata": {"deletionGracePeriodSeconds": 30}}, headers=merge)
+    assert status(r, 422, "Invalid") == ('ConfigMap "c" is invalid: metadata.deletionGracePeriodSeconds: Invalid '
+                                         "value: 30: field is immutable")
+    assert "deletionTimestamp" not in (await served.client.get(f"{CMS}/c"))["metadata"]
+    # once it is terminating a write keeps its timestamp, whatever the write says of it
+    assert (await served.http.delete(f"{CMS}/c")).status_code == 200
+    stored = (await served.client.get(f"{CMS}/c"))["metadata"]
+    r = await served.http.patch(f"{CMS}/c", headers=merge, json={"metadata": {
+        "deletionTimestamp": "2001-01-01T00:00:00Z", "labels": {"a": "b"}}})
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["deletionTimestamp"] == stored["deletionTimestamp"]
