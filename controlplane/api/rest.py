@@ -782,7 +782,7 @@ class KubeApi:
         if subresource in ("ephemeralcontainers", "resize", "approval") and method not in ("GET", "PUT", "PATCH"):
             raise ApiError.method_not_allowed()
         if subresource not in (None, "status", "ephemeralcontainers", "resize", "approval"):
-            raise ApiError(405, "MethodNotAllowed", f"the {subresource} subresource is not served yet")
+            raise ApiError.method_not_allowed()  # (a binding's other verbs: upstream routes its POST only)
         if method in ("POST", "PUT") and content_type not in ("", "application/json"):
             # CBOR is out of scope (client-go falls back to JSON on a 415); protobuf was decoded above
             raise ApiError.unsupported_media_type(ACCEPTED_BODIES)

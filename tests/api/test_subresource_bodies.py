@@ -146,6 +146,10 @@ async def test_a_bindings_unknown_fields_follow_the_directive(served: Served) ->
         assert message_of(resp, 400, "BadRequest") == ('Binding in version "v1" cannot be handled as a Binding: '
                                                        f'strict decoding error: unknown field "{field}"')
     assert "nodeName" not in (await served.client.get(f"{NS}/pods/p"))["spec"]
+    for method in ("GET", "PUT", "PATCH", "DELETE"):  # ("the binding subresource is not served yet")
+        resp = await served.http.request(method, f"{NS}/pods/p/binding", json=binding)
+        assert message_of(resp, 405, "MethodNotAllowed") == ("the server does not allow this method on the requested "
+                                                             "resource")
     resp = await served.http.post(f"{NS}/pods/p/binding", json={**binding, "target": {"name": "n1", "bogus": "x"}})
     assert resp.status_code == 201, resp.text
     assert resp.headers["warning"] == '299 - "unknown field \\"target.bogus\\""'
