@@ -52,7 +52,7 @@ from ..registry.crd import (
     terminate,
     unrecognized_format_warnings,
 )
-from ..registry.custom import admit
+from ..registry.custom import admit, scale_causes
 from ..registry.structural import apply_defaults, prune
 from .dryrun import DRY_RUN
 from .errors import ApiError
@@ -235,6 +235,7 @@ class CustomResourceDefinitions:
                 obj.pop("status", None)  # the status is written through /status only
         ratcheted: list[dict[str, str]] = []
         pruned, causes = admit(rtype.custom, obj, old, ratcheted)
+        causes += scale_causes(rtype.custom.scale, obj, old)
         for failure in ratcheted:  # as upstream's CEL validator: field.Error.Error() as a warning
             add_warning(f"{failure['field']}: {failure['message']}")
         unknown_fields(rtype, obj, pruned)

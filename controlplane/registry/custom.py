@@ -29,7 +29,7 @@ from .structural import Cause, Schema, apply_defaults, prune, validate
 if TYPE_CHECKING:
     from .types import ResourceType
 
-__all__ = ["CustomVersion", "admit", "present"]
+__all__ = ["CustomVersion", "admit", "present", "scale_causes"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,91 @@ def admit(version: CustomVersion, obj: dict[str, Any], old: dict[str, Any] | Non
     prune(version.schema, before)
     apply_defaults(version.schema, before)
     return pruned, validate(schema, obj, old=before, ratcheted=ratcheted)
+
+
+_MAX_INT32 = (1 << 31) - 1
+
+
+def scale_causes(scale: dict[str, str] | None, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+    """Upstream's ValidateScaleSpec and ValidateScaleStatus of a custom resource whose CRD
+    declares a ``scale`` subresource: the replicas at ``specReplicasPath`` and
+    ``statusReplicasPath`` are int32s not negative, the selector at ``labelSelectorPath`` a
+    string (each field named by its path as the CRD writes it, ``.spec.replicas``); a
+    Scale of ``"x"`` replicas was stored, then served to typed clients that could not read
+    it. A value an update leaves as it was is not checked again."""
+    if not scale:
+        return []
+    causes: list[Cause] = []
+    for key, integer in (("specReplicasPath", True), ("statusReplicasPath", True), ("labelSelectorPath", False)):
+        path = scale.get(key)
+        if not path:
+            continue
+        fields = path.lstrip(".").split(".")
+        found, value, why = _nested(obj, fields)
+        if old is not None and found and _nested(old, fields)[:2] == (True, value):
+            continue
+        if why is None and found:
+            if integer and (isinstance(value, bool) or not isinstance(value, int) or not -(1 << 63) <= value < 1 << 63):
+                why = f"{_json_path(fields)} accessor error: {_go_v(value)} is of the type {_go_type(value)}, " \
+                      "expected int64"
+            elif not integer and not isinstance(value, str):
+                why = f"{_json_path(fields)} accessor error: {_go_v(value)} is of the type {_go_type(value)}, " \
+                      "expected string"
+        if why is not None:
+            shown = "0" if integer else '""'  # the zero value NestedInt64 and NestedString answer beside an error
+            causes.append({"reason": "FieldValueInvalid", "field": path, "message": f"Invalid value: {shown}: {why}"})
+        elif integer and found and value < 0:
+            causes.append({"reason": "FieldValueInvalid", "field": path,
+                           "message": f"Invalid value: {value}: should be a non-negative integer"})
+        elif integer and found and value > _MAX_INT32:
+            causes.append({"reason": "FieldValueInvalid", "field": path,
+                           "message": f"Invalid value: {value}: should be less than or equal to {_MAX_INT32}"})
+    return causes
+
+
+def _nested(obj: Any, fields: list[str]) -> tuple[bool, Any, str | None]:
+    """unstructured.NestedFieldNoCopy: (found, value, its accessor error where a step is no object)."""
+    cur = obj
+    for i, field in enumerate(fields):
+        if not isinstance(cur, dict):
+            return False, None, (f"{_json_path(fields[:i + 1])} accessor error: {_go_v(cur)} is of the type "
+                                 f"{_go_type(cur)}, expected map[string]interface{{}}")
+        if field not in cur:
+            return False, None, None
+        cur = cur[field]
+    return True, cur, None
+
+
+def _json_path(fields: list[str]) -> str:
+    return "." + ".".join(fields)
+
+
+def _go_type(value: Any) -> str:
+    """The Go type ``%T`` names for a decoded JSON value (an integer past int64 decodes as a float64)."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64" if -(1 << 63) <= value < 1 << 63 else "float64"
+    return {float: "float64", str: "string", list: "[]interface {}", dict: "map[string]interface {}"}[type(value)]
+
+
+def _go_v(value: Any) -> str:
+    """A decoded JSON value as Go's ``%v`` prints it: floats shortest, without an exponent
+    below 1e21; lists ``[a b]``, objects ``map[k:v]`` with their keys sorted."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) or (isinstance(value, int) and not -(1 << 63) <= value < 1 << 63):
+        number = float(value)
+        return str(int(number)) if number.is_integer() and abs(number) < 1e21 else repr(number)
+    if isinstance(value, list):
+        return "[" + " ".join(_go_v(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_v(value[k])}" for k in sorted(value)) + "]"
+    return str(value)
 
 
 def present(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:

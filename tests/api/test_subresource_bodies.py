@@ -6,6 +6,7 @@ words, and what was stored left as it was."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,3 +252,47 @@ async def test_an_eviction_checks_its_budget_as_upstreams_check_and_decrement(se
     resp = await evict_with({"observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 1,
                              "desiredHealthy": 0})
     assert resp.status_code == 201, resp.text
+
+
+async def test_a_custom_resources_scale_paths_hold_int32s_as_upstreams_validator_says(served: Served) -> None:
+    # replicas "x", 2.5 or 2^40 at the CRD's specReplicasPath were stored, and its /scale then
+    # served a Scale no typed client could read
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    resp = await served.http.post(crds, json={
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "loose.fz.io"},
+        "spec": {"group": "fz.io", "scope": "Namespaced",
+                 "names": {"plural": "loose", "singular": "loos", "kind": "Loose"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                     "subresources": {"status": {}, "scale": {
+                         "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+                         "labelSelectorPath": ".status.selector"}}}]}})
+    assert resp.status_code == 201, resp.text
+    loose = "/apis/fz.io/v1/namespaces/default/loose"
+    for _ in range(50):
+        if (await served.http.get(loose)).status_code == 200:
+            break
+        await asyncio.sleep(0.1)
+
+    def item(replicas: Any) -> dict[str, Any]:
+        return {"apiVersion": "fz.io/v1", "kind": "Loose", "metadata": {"name": "l"}, "spec": {"replicas": replicas}}
+
+    for replicas, cause in (
+            ("x", ".spec.replicas: Invalid value: 0: .spec.replicas accessor error: x is of the type string, "
+                  "expected int64"),
+            (2.5, ".spec.replicas: Invalid value: 0: .spec.replicas accessor error: 2.5 is of the type float64, "
+                  "expected int64"),
+            (-3, ".spec.replicas: Invalid value: -3: should be a non-negative integer"),
+            (1 << 40, ".spec.replicas: Invalid value: 1099511627776: should be less than or equal to 2147483647")):
+        resp = await served.http.post(loose, json=item(replicas))
+        message_of(resp, 422, "Invalid")
+        assert [f"{c['field']}: {c['message']}" for c in resp.json()["details"]["causes"]] == [cause]
+    resp = await served.http.post(loose, json=item(2))
+    assert resp.status_code == 201, resp.text
+    resp = await served.http.patch(f"{loose}/l/status", headers=MERGE,
+                                   json={"status": {"replicas": "y", "selector": 5}})
+    message_of(resp, 422, "Invalid")
+    assert [c["field"] for c in resp.json()["details"]["causes"]] == [".status.replicas", ".status.selector"]
+    resp = await served.http.get(f"{loose}/l/scale")
+    assert (resp.json()["spec"], resp.json()["status"]) == ({"replicas": 2}, {"replicas": 0})
