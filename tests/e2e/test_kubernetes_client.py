@@ -153,8 +153,10 @@ def test_bad_requests_get_status_errors(served: Serve, ns: str) -> None:
     assert r.status_code == 400
     r = httpx.post(base, json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}, headers=auth)
     assert r.status_code == 422 and r.json()["reason"] == "Invalid"
-    r = httpx.get(base, params={"dryRun": "All"}, headers=auth)  # not implemented yet: refused, not ignored
-    assert r.status_code == 400 and "dryRun" in r.json()["message"]
+    r = httpx.get(base, params={"dryRun": "Bogus"}, headers=auth)  # a read has no dryRun: ignored, as upstream
+    assert r.status_code == 200 and r.json()["kind"] == "ConfigMapList"
+    r = httpx.post(base, params={"dryRun": "Bogus"}, headers=auth, json={"metadata": {"name": "d"}})
+    assert r.status_code == 422 and r.json()["details"]["kind"] == "CreateOptions"
     r = httpx.get(base, params={"labelSelector": "a in (b"}, headers=auth)
     assert r.status_code == 400 and r.json()["reason"] == "BadRequest"
     r = httpx.post(base, content=b"x" * (3 * 1024 * 1024 + 1), headers={"content-type": "application/json", **auth})
