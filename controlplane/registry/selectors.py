@@ -13,6 +13,7 @@ raises ``SelectorError``; the API turns it into a 400.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -252,6 +253,13 @@ def parse_label_selector(text: str | None) -> LabelSelector:
     (``unable to parse requirement: found '', expected: ',' or ')'``) where it fails."""
     if not text or not text.strip():
         return LabelSelector(())
+    return _parsed(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str) -> LabelSelector:
+    """The selectors clients send again and again (a kubelet's, a controller's), parsed once:
+    a ``LabelSelector`` is immutable, so the one parsed serves every request that sends it."""
     return LabelSelector(tuple(_Parser(text).selector()))
 
 
