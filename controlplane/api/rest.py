@@ -676,8 +676,10 @@ class KubeApi:
         elif rtype is self._endpoints:
             add_warning(ENDPOINTS_DEPRECATION)
         if method in ("POST", "PUT", "PATCH"):  # (a read's options have no dryRun: ignored, as upstream)
-            check_write_options(method, query, headers.get(b"content-type", b"").decode("latin-1").split(";")[0]
-                                .strip())
+            if query or method == "PATCH":  # (a create or update without options has nothing to check;
+                # an apply patch without them lacks its manager)
+                check_write_options(method, query, headers.get(b"content-type", b"").decode("latin-1")
+                                    .split(";")[0].strip() if method == "PATCH" else "")
             if query.get("dryRun") is not None:
                 DRY_RUN.set(True)  # this request's context only; see api/dryrun.py
         elif method == "DELETE" and query.get("dryRun") == "All":  # (validated with its DeleteOptions)

@@ -296,3 +296,11 @@ async def test_a_custom_resources_scale_paths_hold_int32s_as_upstreams_validator
     assert [c["field"] for c in resp.json()["details"]["causes"]] == [".status.replicas", ".status.selector"]
     resp = await served.http.get(f"{loose}/l/scale")
     assert (resp.json()["spec"], resp.json()["status"]) == ({"replicas": 2}, {"replicas": 0})
+
+
+async def test_an_apply_without_any_query_still_needs_its_manager(served: Served) -> None:
+    config = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}'
+    resp = await served.http.patch(CMS + "/c", content=config, headers={"Content-Type": "application/apply-patch+yaml"})
+    assert message_of(resp, 422, "Invalid") == ('PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                                                "is required for apply patch")
+    assert (await served.http.get(CMS + "/c")).status_code == 404
