@@ -274,6 +274,28 @@ def test_given_key_files_sign_with_ecdsa_and_verify_an_earlier_key(tmp_path: Pat
         ServiceAccountKeys(tmp_path / "empty.pem", generated_in=tmp_path).load()
 
 
+def test_key_files_are_read_block_by_block_as_go_decodes_pem(tmp_path: Path) -> None:
+    """Every kind of key block upstream's ``keyutil`` reads, after junk, a BEGIN whose END is
+    another's, and 100 KiB of BEGIN lines without an END (which a regular expression pairing
+    each BEGIN with a later END went over quadratically)."""
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    rsa_key = serialization.load_pem_private_key((TEST_PKI / "sa.key").read_bytes(), password=None)
+    assert isinstance(rsa_key, rsa.RSAPrivateKey)
+    pkcs1_public = rsa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.PKCS1)
+    sec1 = ec_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption())
+    assert pkcs1_public.startswith(b"-----BEGIN RSA PUBLIC KEY-----") and sec1.startswith(b"-----BEGIN EC PRIVATE")
+    mixed = tmp_path / "mixed.pem"
+    mixed.write_bytes(b"junk\n-----BEGIN PUBLIC KEY-----\nQUJD\n-----END CERTIFICATE-----\n" + pkcs1_public
+                      + sec1 + b"-----BEGIN PUBLIC KEY-----\n" * 4096)
+    assert [jws.key_id(k) for k in jws.read_public_keys(mixed)] == [
+        jws.key_id(rsa_key.public_key()), jws.key_id(ec_key.public_key())]
+    assert jws.key_id(jws.read_private_key(mixed).public_key()) == jws.key_id(ec_key.public_key())
+    (tmp_path / "begins.pem").write_bytes(b"-----BEGIN PRIVATE KEY-----\n" * 4096)
+    with pytest.raises(jws.KeyFileError, match="no private key found"):
+        jws.read_private_key(tmp_path / "begins.pem")
+
+
 def hs256_token(secret: bytes, claims: dict[str, Any]) -> str:
     """A token as the versions before RS256 signed them (HMAC-SHA256 with ``pki/sa.key``)."""
     def b64(data: bytes) -> bytes:
