@@ -10,7 +10,9 @@
   the conditions needs the verb ``sign`` on ``signers`` likewise;
 - a PodCertificateRequest's status strategy (``pkg/registry/certificates/podcertificaterequest``,
   not an admission plugin upstream: its 422 comes with validation): a ``/status`` write that
-  changes ``status.certificateChain`` needs the verb ``sign`` on ``signers`` likewise;
+  changes anything in the status (issues a chain, or denies or fails the request: upstream's
+  newer strategy compares the whole status, its older one the chain only) needs the verb
+  ``sign`` on ``signers`` likewise;
 - ``ClusterTrustBundleAttest`` (``plugin/pkg/admission/certificates/ctbattest``): a create
   or update of a ClusterTrustBundle with a ``spec.signerName`` needs the verb ``attest``
   on ``signers`` likewise (the new object's signer: validation keeps it unchanged), but
@@ -127,13 +129,20 @@ async def check_attest(authorizer: Authorizes | None, user: User | None, rtype: 
         raise _forbidden(rtype, _name(ctb), f'user not permitted to attest for signerName "{signer}"')
 
 
+def _set_fields(status: Any) -> Obj:
+    """``status`` without its empty fields: upstream compares the typed status, where an absent
+    field and an empty one (``conditions: []``, ``certificateChain: ""``) are one zero value."""
+    return {k: v for k, v in _dict(status).items() if v not in (None, "", [], {})}
+
+
 async def check_pod_certificate_signer(authorizer: Authorizes | None, user: User | None, rtype: ResourceType,
                                        pcr: Obj, old: Obj) -> None:
-    """A PodCertificateRequest's ``/status`` write of ``old`` into ``pcr``: its 422 unless
-    ``user`` may sign for the stored request's signer, when the write changes the chain."""
+    """A PodCertificateRequest's ``/status`` write of ``old`` into ``pcr`` (as the strategy
+    prepared it): its 422 unless ``user`` may sign for the stored request's signer, when the
+    write changes the status at all."""
     if authorizer is None or user is None:
         return
-    if _dict(pcr.get("status")).get("certificateChain") == _dict(old.get("status")).get("certificateChain"):
+    if _set_fields(pcr.get("status")) == _set_fields(old.get("status")):
         return
     signer = str(_dict(old.get("spec")).get("signerName") or "")
     if not await _may(authorizer, user, "sign", signer):

@@ -33,7 +33,7 @@ from tests.registry.test_podcertificates import leaf_of_an_unknown_key_type, stu
 from tests.test_cli import Serve, running, start_serve
 
 NODE = "sim-node-0"
-TOKENS = 'admintoken,admin,1,"system:masters"\nsigner-token,signer,2\n'
+TOKENS = 'admintoken,admin,1,"system:masters"\nsigner-token,signer,2\ndenier-token,denier,3\n'
 PCRS = "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests"
 KEY = ec.generate_private_key(ec.SECP256R1())
 
@@ -148,11 +148,11 @@ def _stamp(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _grant(admin: httpx.Client, name: str, rules: list[dict[str, Any]]) -> None:
+def _grant(admin: httpx.Client, name: str, rules: list[dict[str, Any]], user: str = "signer") -> None:
     r = admin.post(f"{RBAC}/clusterroles", json={"metadata": {"name": name}, "rules": rules})
     assert r.status_code == 201, r.text
     r = admin.post(f"{RBAC}/clusterrolebindings", json={
-        "metadata": {"name": name}, "subjects": [{"kind": "User", "name": "signer"}],
+        "metadata": {"name": name}, "subjects": [{"kind": "User", "name": user}],
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}})
     assert r.status_code == 201, r.text
 
@@ -210,6 +210,37 @@ def test_a_pending_status_is_refused_and_a_denial_taken(served: Serve) -> None:
             headers={"content-type": "application/merge-patch+json"})
         assert denied.status_code == 200, denied.text
         assert denied.json()["status"]["conditions"][0]["reason"] == "UnsupportedKeyType"
+
+
+def test_a_denial_too_needs_sign_for_the_signer(served: Serve) -> None:
+    """Upstream's status strategy asks for ``sign`` on any change of the status, not only of
+    the chain: a status writer that may not sign cannot deny (nor fail) a request."""
+    with _admin(served) as admin, as_user(served, "denier-token") as denier:
+        assert admin.post(PCRS, json=_request("refused-denial")).status_code == 201
+        _grant(admin, "pcr-status-denier", [{"apiGroups": ["certificates.k8s.io"], "verbs": ["get", "patch"],
+                                             "resources": ["podcertificaterequests/status"]}], user="denier")
+
+        def deny() -> httpx.Response:
+            return denier.patch(f"{PCRS}/refused-denial/status", json={"status": {"conditions": [
+                {"type": "Denied", "status": "True", "reason": "Refused", "message": "no"}]}},
+                headers={"content-type": "application/merge-patch+json"})
+
+        refused = wait_status(deny, 422)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["details"]["causes"] == [{
+            "reason": "FieldValueForbidden", "field": "spec.signerName",
+            "message": 'Forbidden: User "denier" is not permitted to "sign" for signer "example.com/signer"'}]
+        assert "conditions" not in admin.get(f"{PCRS}/refused-denial").json().get("status", {})
+        # a write that changes nothing in the status asks nothing
+        same = denier.patch(f"{PCRS}/refused-denial/status", json={"metadata": {"labels": {"seen": "yes"}}},
+                            headers={"content-type": "application/merge-patch+json"})
+        assert same.status_code == 200, same.text
+        _grant(admin, "pcr-denier-signs", [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+                                            "verbs": ["sign"], "resourceNames": ["example.com/signer"]}],
+               user="denier")
+        denied = wait_status(deny, 200)
+        assert denied.status_code == 200, denied.text
+        assert [c["type"] for c in denied.json()["status"]["conditions"]] == ["Denied"]
 
 
 def test_the_official_client_creates_lists_and_reads_a_request(served: Serve) -> None:
