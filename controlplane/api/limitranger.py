@@ -14,7 +14,8 @@ As upstream's plugin, for each LimitRange of the namespace:
   it names them, as upstream's ``podRequests``/``podLimits``;
 - ``PersistentVolumeClaim`` items: the claim's storage request within ``min`` and ``max``.
 
-Defaults are applied and the bounds checked at create and at a resize (``pods/resize``,
+Defaults are applied in mutating admission (``admit``) and the bounds checked in validating
+admission (``validate``), as upstream's ``Admit`` and ``Validate``, at create and at a resize (``pods/resize``,
 the only pod update that changes resources, which upstream's plugin takes too; the
 annotation is not written then: the resize strategy keeps only the resources). The namespace's
 ranges are memoised per watch-cache generation, as the quotas; a namespace the cache
@@ -199,20 +200,30 @@ class LimitRanger:
         return found
 
     async def admit(self, rtype: ResourceType, namespace: str | None, obj: Obj, annotate: bool = True) -> None:
-        """Default ``obj``'s resources and check them against the namespace's ranges (a 403
-        outside them). ``annotate``: say what was defaulted in the pod's annotation (not on a
-        resize, whose strategy keeps nothing of the write but the containers' resources)."""
-        if rtype.group or rtype.plural not in ("pods", "persistentvolumeclaims") or not namespace:
+        """Mutating admission: default a pod's resources from the namespace's ranges.
+        ``annotate``: say what was defaulted in the pod's annotation (not on a resize, whose
+        strategy keeps nothing of the write but the containers' resources)."""
+        if rtype.group or rtype.plural != "pods" or not namespace:
             return
-        ranges = await self._ranges_of(namespace)
-        if not ranges:
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
+        ranges = await self._ranges_of(namespace) if spec is not None else []
+        if not ranges or spec is None:
             return
         items = [i for r in ranges for i in ((r.get("spec") or {}).get("limits") or ()) if isinstance(i, dict)]
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
-        if spec is None:
+        self._default(obj, spec, items, annotate)
+
+    async def validate(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> None:
+        """Validating admission: a 403 when ``obj`` (a pod or claim, as the mutating admission
+        left it: the policies' and webhooks' changes included) is outside the namespace's ranges.
+        Upstream's plugin checks the bounds in its ``Validate``, after every mutating plugin,
+        policy and webhook; a bound checked as the defaults are set refused a pod a mutating
+        policy would bring within it, and let through one it took out."""
+        if rtype.group or rtype.plural not in ("pods", "persistentvolumeclaims") or not namespace:
             return
-        if rtype.plural == "pods":
-            self._default(obj, spec, items, annotate)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
+        ranges = await self._ranges_of(namespace) if spec is not None else []
+        if not ranges or spec is None:
+            return
         for r in ranges:  # upstream's Validate stops at the first range the object is outside of
             limits = [i for i in ((r.get("spec") or {}).get("limits") or ()) if isinstance(i, dict)]
             problems = _outside(rtype, spec, limits)

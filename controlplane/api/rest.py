@@ -1209,7 +1209,9 @@ class KubeApi:
             await self._rbac_escalation(rtype, namespace, url_name, obj, None)
         self._admit(rtype, obj, None, None)
         await self._authorize_params(rtype, obj, None)
-        await self._pod_security(rtype, namespace, name or generated, obj, None, None, ns)  # validating admission
+        if self._limit_ranger is not None:  # validating admission, in upstream's order: LimitRanger's bounds,
+            await self._limit_ranger.validate(rtype, namespace, obj)
+        await self._pod_security(rtype, namespace, name or generated, obj, None, None, ns)  # PodSecurity...
         if rtype is self._priority_classes:
             await admit_priority_class(obj, None, self._default_priority_class)
         if rtype is self._trust_bundles:  # ClusterTrustBundleAttest
@@ -1849,24 +1851,30 @@ class KubeApi:
         round as upstream's reinvoker runs the whole chain again: each step idempotent, as
         upstream's plugins are (a token mount, a taint, a default, a class already there kept;
         a priority or overhead already set checked against what it would set)."""
-        if rtype is self._nodes and self.taint_nodes_at_creation:  # TaintNodesByCondition
-            admit_node(obj)
+        # In upstream's plugin order (``AllOrderedPlugins``): LimitRanger, ServiceAccount,
+        # TaintNodesByCondition, Priority, DefaultStorageClass, RuntimeClass, DefaultIngressClass.
+        # (Each writes fields of its own, so the order shows only in which refusal comes first.)
+        if self._limit_ranger is not None:  # the defaults; the bounds in validating admission
+            await self._limit_ranger.admit(rtype, namespace, obj)
         if rtype is self._pods and self._service_accounts is not None:  # the token volume
             await self._service_accounts.admit(namespace or "", obj)
+        if rtype is self._nodes and self.taint_nodes_at_creation:  # TaintNodesByCondition
+            admit_node(obj)
         if rtype is self._pods and self._priority_classes is not None:
             await admit_pod_priority(obj, self._priority_class, self._default_priority_class)
+        if rtype is self._default_classes.claims:  # DefaultStorageClass (a claim's class is what its quota counts)
+            await self._default_classes.admit(rtype, obj)
         if rtype is self._pods and self._runtime_classes is not None:  # the overhead
             await self._runtime_classes.admit(obj)
-        if self._limit_ranger is not None:  # before validation and the quota
-            await self._limit_ranger.admit(rtype, namespace, obj)
-        if rtype is self._default_classes.claims or rtype is self._default_classes.ingresses:
-            await self._default_classes.admit(rtype, obj)  # (a claim's class is what its quota counts)
+        if rtype is self._default_classes.ingresses:  # DefaultIngressClass
+            await self._default_classes.admit(rtype, obj)
 
     async def _mutating_update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
                                          obj: dict[str, Any], old: dict[str, Any], subresource: str | None) -> None:
         """Mutating admission of an update, after its strategy: a resize gets its namespace's
-        LimitRange defaults and is held to its bounds (upstream's LimitRanger takes pods/resize,
-        and no other pod update; again in the second round); then the policies and webhooks."""
+        LimitRange defaults (upstream's LimitRanger takes pods/resize, and no other pod update;
+        again in the second round; its bounds are checked in validating admission); then the
+        policies and webhooks."""
         built_in = None
         if rtype is self._pods and subresource == "resize" and self._limit_ranger is not None:
             built_in = functools.partial(self._limit_ranger.admit, rtype, namespace, obj, annotate=False)
@@ -1948,13 +1956,16 @@ class KubeApi:
     async def _validating_update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
                                            obj: dict[str, Any], old: dict[str, Any],
                                            subresource: str | None) -> None:
-        """Validating admission of a valid update, in upstream's plugin order: a CSR's
+        """Validating admission of a valid update, in upstream's plugin order: a resize's
+        LimitRanger bounds, PodSecurity, a claim's PersistentVolumeClaimResize, a CSR's
         CertificateApproval and CertificateSigning (api/certificateadmission.py), Priority's
         check of a PriorityClass made the global default, the
         admission policies, the validating webhooks, then ResourceQuota, which charges a
         pod's resize."""
         if subresource is None:
             await self._authorize_params(rtype, obj, old)  # (the strategy's, once valid: before admission)
+        if rtype is self._pods and subresource == "resize" and self._limit_ranger is not None:
+            await self._limit_ranger.validate(rtype, namespace, obj)  # LimitRanger's bounds
         await self._pod_security(rtype, namespace, name, obj, old, subresource)
         if self._claim_resize is not None and rtype is self._claim_resize.claims and subresource is None:
             await self._claim_resize.check(name, obj, old)  # PersistentVolumeClaimResize

@@ -264,6 +264,34 @@ async def test_the_built_in_admission_runs_again_in_the_second_round(client: Cli
                                                "computed 1000 from the given PriorityClass name")
 
 
+async def test_limit_ranges_bound_the_pod_the_policies_made(client: Client) -> None:
+    """LimitRanger sets its defaults first among the mutating plugins but checks its bounds in
+    validating admission, as upstream's ``Admit`` and ``Validate``: a limit a policy lowers
+    within the range's maximum passes, one it raises past it is refused."""
+    limits = resource_path("", "v1", "limitranges", "default")
+    await client.create(limits, {"metadata": {"name": "bounded"}, "spec": {"limits": [
+        {"type": "Container", "max": {"cpu": "1"}}]}})
+    while not (await client.list(limits, resourceVersion="0"))["items"]:  # admission reads the watch cache
+        await asyncio.sleep(0.01)
+    for name, cpu in (("capped", "500m"), ("raised", "2")):
+        await client.create(POLICIES, policy(name, apply_configuration(
+            'Object{spec: Object.spec{containers: [Object.spec.containers{name: "c", resources: '
+            f'Object.spec.containers.resources{{limits: {{"cpu": "{cpu}"}}}}}}]}}}}'), rule=PODS_RULE,
+            matchConditions=[{"name": "wanted", "expression": f"object.metadata.name == '{name}'"}]))
+        await bind(client, name, name)
+
+    def pod(name: str, limit: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "app", "resources": {
+            "requests": {"cpu": "100m"}, "limits": {"cpu": limit}}}]}}
+
+    made = await client.create(PODS, pod("capped", "2"))
+    assert made["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "100m"}, "limits": {"cpu": "500m"}}
+    with pytest.raises(ApiError) as e:
+        await client.create(PODS, pod("raised", "500m"))
+    assert (e.value.code, e.value.message) == (
+        403, 'pods "raised" is forbidden: maximum cpu usage per Container is 1, but limit is 2')
+
+
 async def test_the_second_round_evaluates_every_policys_match_conditions(client: Client) -> None:
     """Upstream's dispatcher evaluates each matching binding's match conditions in the second
     round too, before it asks whether the binding is to be invoked again: "a-checker" (not
