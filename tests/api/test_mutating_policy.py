@@ -617,3 +617,37 @@ def test_the_second_round_matches_every_webhook(served: Serve, hook: WebhookServ
             403, f"configmaps \"second-match\" is forbidden: expression '{condition}' resulted in error: no such "
                  "key: missing"), r.text
         assert not [s for s in hook.seen("/mutate") if s["name"] == "second-match"]
+
+
+def test_a_limit_a_policy_lowered_is_held_to_the_limit_range_over_the_socket(served: Serve) -> None:
+    """LimitRanger's bounds in validating admission, after the policies, over a socket."""
+    token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+    selector = {"matchLabels": {"case": "bounded"}}
+    with httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        assert http.post("/api/v1/namespaces", json={"metadata": {"name": "bounded"}}).status_code == 201
+        r = http.post("/api/v1/namespaces/bounded/limitranges", json={"metadata": {"name": "max"}, "spec": {
+            "limits": [{"type": "Container", "max": {"cpu": "1"}}]}})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, "/api/v1/namespaces/bounded/limitranges", "max")
+        lower = apply_configuration('Object{spec: Object.spec{containers: [Object.spec.containers{name: "c", '
+                                    'resources: Object.spec.containers.resources{limits: {"cpu": "500m"}}}]}}')
+        r = http.post(POLICIES, json=policy("bounded-lower", lower, matchConstraints={
+            "resourceRules": [PODS_RULE], "objectSelector": selector}))
+        assert r.status_code == 201, r.text
+        r = http.post(BINDINGS, json={"metadata": {"name": "bounded-lower"}, "spec": {"policyName": "bounded-lower"}})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, BINDINGS, "bounded-lower")
+        pod = {"metadata": {"name": "lowered", "labels": {"case": "bounded"}}, "spec": {"containers": [
+            {"name": "c", "image": "app", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "2"}}}]}}
+        for _ in range(500):  # (the namespace's default ServiceAccount, made just after it)
+            r = http.post("/api/v1/namespaces/bounded/pods", json=pod)
+            if r.status_code != 403 or "serviceaccount" not in r.text:
+                break
+            time.sleep(0.01)
+        assert r.status_code == 201, r.text
+        assert r.json()["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "500m"}
+        del pod["metadata"]["labels"]  # without the policy: the range's maximum holds
+        r = http.post("/api/v1/namespaces/bounded/pods", json={**pod, "metadata": {"name": "unlowered"}})
+        assert r.status_code == 403, r.text
+        assert r.json()["message"] == \
+            'pods "unlowered" is forbidden: maximum cpu usage per Container is 1, but limit is 2'
