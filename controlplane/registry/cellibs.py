@@ -439,11 +439,15 @@ def _optional_index(target: Any, key: Any) -> Any:
 
 
 def _chain_field(target: Any, name: str) -> Any:
-    """``.name`` after an optional step: optional on an optional, the plain selection else."""
+    """``.name`` after an optional step: optional on an optional, the plain selection else;
+    on a value that is no map, cel-go's error (its ``refQualify``): of a list
+    ``unsupported index type 'string' in list``, of null or a scalar ``no such key: name``."""
     if _is_optional(target):
         return _optional_field(target, name)
+    if isinstance(target, list):
+        raise ValueError("unsupported index type 'string' in list")
     if not isinstance(target, dict):
-        raise ValueError(f"no such overload: field selection of {type(target).__name__}")
+        raise KeyError(name)
     return target[name]  # KeyError: "no such key", as the interpreter's own
 
 

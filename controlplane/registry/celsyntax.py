@@ -62,7 +62,7 @@ from contextvars import ContextVar
 
 __all__ = ["CHAIN_FIELD", "CHAIN_INDEX", "ENTRIES", "MAP_OF", "MERGED", "OPTIONAL_FIELD", "OPTIONAL_INDEX",
            "RESERVED", "STRUCT_TYPE", "TICK", "VARIABLE", "VARIABLE_SET", "escaped_names", "literal_tokens", "metered",
-           "rewritten", "unescaped", "variable_reads"]
+           "rewritten", "selections_called", "unescaped", "variable_reads"]
 
 OPTIONAL_FIELD, OPTIONAL_INDEX = "_cp_opt_field", "_cp_opt_index"
 CHAIN_FIELD, CHAIN_INDEX = "_cp_field", "_cp_index"
@@ -513,4 +513,43 @@ def variable_reads(expression: str) -> str:
         else:
             out.append(tokens[at])
             at += 1
+    return "".join(out)
+
+
+def selections_called(expression: str) -> str:
+    """``expression`` (as ``rewritten`` leaves it) with each plain field selection ``x.f`` made
+    a call ``x._cp_field('f')`` (``CHAIN_FIELD``), which selects as the interpreter does but
+    fails on a value that is no map as cel-go does (``no such key: f``, where the interpreter
+    says only "No such overload"): ``expressions`` evaluates this form again, on that error
+    only, to word it. Left as written: method calls (``x.f(...)``), qualified names before a
+    ``{`` (message constructions), numbers, text in string literals, and the argument of
+    ``has()``, whose selection is a test of presence::
+
+        selections_called("namespaceObject.metadata.name == has(a.b)")
+        # "namespaceObject._cp_field('metadata')._cp_field('name') == has(a.b)"
+    """
+    if "." not in expression:
+        return expression
+    tokens = _tokens(expression)
+    out: list[str] = []
+    at = 0
+    while at < len(tokens):
+        token = tokens[at]
+        if token == "has" and not _after_dot(out):
+            paren = _next(tokens, at + 1)
+            if paren < len(tokens) and tokens[paren] == "(":
+                _, end = _arguments(tokens, paren)
+                out.extend(tokens[at:end])
+                at = end
+                continue
+        if token == "." and out and _ends_operand(out) and not out[-1][-1:].isdigit():
+            name_at = _next(tokens, at + 1)
+            after = _next(tokens, name_at + 1)
+            if name_at < len(tokens) and _NAME.fullmatch(tokens[name_at]) and tokens[name_at] not in RESERVED \
+                    and (after >= len(tokens) or tokens[after] not in ("(", "{")):
+                out.append(f".{CHAIN_FIELD}('{tokens[name_at]}')")
+                at = name_at + 1
+                continue
+        out.append(token)
+        at += 1
     return "".join(out)

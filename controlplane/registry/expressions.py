@@ -25,6 +25,7 @@ _LIBRARY_ERROR = re.compile(r"Function '[^']*' error: Python function call faile
                             r"Check function arguments and their types\.", re.DOTALL)
 
 # the interpreter's own run-time errors that cel-go words otherwise (``common/types/err.go``)
+_NO_SUCH_OVERLOAD = "No such overload: "  # how the interpreter words an operation on the wrong types
 _CEL_GO_WORDS = {"division by zero in CEL expression": "division by zero",
                  "modulo by zero in CEL expression": "modulus by zero"}
 # the interpreter's failed conversions and overflows, as cel-go words them: a string that does
@@ -208,7 +209,10 @@ def evaluate(expression: str, context: Any, unescape: bool = False, meter: Meter
     except Exception as e:
         if meter is not None and meter.exceeded:
             raise ExpressionError(COST_LIMIT_EXCEEDED) from e
-        raise _run_time(expression, e, unescape) from e
+        error = _run_time(expression, e, unescape)
+        if str(error).startswith(_NO_SUCH_OVERLOAD):
+            error = _selection_error(expression, context, unescape) or error
+        raise error from e
     finally:
         if meter is not None:
             meter.spent += meter.calls
@@ -224,6 +228,36 @@ def _run_time(expression: str, error: Exception, unescape: bool) -> ExpressionEr
     else:  # the interpreter's other run-time errors (a type mismatch, ...)
         message = _run_time_error(str(error))
     return ExpressionError(_as_written(expression, message) if unescape else message)
+
+
+def _selection_error(expression: str, context: Any, unescape: bool) -> ExpressionError | None:
+    """The error of ``expression`` in cel-go's words when it selected a field of a value that
+    is no map, or None when that was not its error: the interpreter's "No such overload" does
+    not say what failed (``namespaceObject.metadata`` of a null ``namespaceObject``, as a
+    policy's match conditions have it, is cel-go's ``no such key: metadata``). The expression
+    is evaluated again (it has no side effects) with each selection a call that fails as
+    cel-go's (``celsyntax.selections_called``); only then, on this error path, at the cost
+    of a second evaluation."""
+    key = (expression, "selections" if not unescape else "selections-unescaped")
+    program = _compiled.get(key)
+    if program is None:
+        import cel
+
+        from .cellibs import with_global_matches
+        from .celsyntax import rewritten, selections_called
+
+        try:
+            program = cel.compile(with_global_matches(selections_called(rewritten(expression, unescape=unescape))))
+        except Exception:
+            return None
+        if len(_compiled) < 10_000:
+            _compiled[key] = program
+    try:
+        program.execute(context)
+    except Exception as e:
+        error = _run_time(expression, e, unescape)
+        return error if str(error).startswith(("no such key: ", "unsupported index type ")) else None
+    return None
 
 
 def _as_written(expression: str, message: str) -> str:

@@ -651,3 +651,25 @@ def test_a_limit_a_policy_lowered_is_held_to_the_limit_range_over_the_socket(ser
         assert r.status_code == 403, r.text
         assert r.json()["message"] == \
             'pods "unlowered" is forbidden: maximum cpu usage per Container is 1, but limit is 2'
+
+
+def test_a_field_of_the_null_namespace_object_is_no_such_key_over_the_socket(served: Serve) -> None:
+    """``namespaceObject`` is null in a policy's match conditions: selecting a field of it is
+    cel-go's ``no such key``, the match condition's error refusing the write (failurePolicy Fail)."""
+    token = yaml.safe_load(served.kubeconfig.read_text())["users"][0]["user"]["token"]
+    selector = {"matchLabels": {"case": "null-namespace"}}
+    condition = "namespaceObject.metadata.name == 'default'"
+    with httpx.Client(base_url=served.url, headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        r = http.post(POLICIES, json=policy("null-namespace", json_patch("[]"), matchConstraints={
+            "resourceRules": [CONFIGMAPS_RULE], "objectSelector": selector},
+            matchConditions=[{"name": "namespaced", "expression": condition}]))
+        assert r.status_code == 201, r.text
+        r = http.post(BINDINGS, json={"metadata": {"name": "null-namespace"},
+                                      "spec": {"policyName": "null-namespace"}})
+        assert r.status_code == 201, r.text
+        _wait_listed(http, BINDINGS, "null-namespace")
+        r = http.post("/api/v1/namespaces/default/configmaps",
+                      json={"metadata": {"name": "nulled", "labels": {"case": "null-namespace"}}})
+        assert r.status_code == 403 and r.json()["reason"] == "Invalid", r.text  # (upstream's addConfigError)
+        assert r.json()["message"] == (f"policy 'null-namespace' with binding 'null-namespace' denied request: "
+                                       f"expression '{condition}' resulted in error: no such key: metadata")

@@ -187,3 +187,27 @@ def test_a_division_by_zero_is_worded_as_cel_gos(expression: str, error: str) ->
     with pytest.raises(ExpressionError) as e:
         evaluate(expression, {"self": [1]})
     assert str(e.value) == error
+
+
+@pytest.mark.parametrize(("expression", "error"), [
+    ("namespaceObject.metadata", "no such key: metadata"),  # null, as in a policy's match conditions
+    ("namespaceObject.metadata.name == 'x'", "no such key: metadata"),
+    ("object.spec.replicas > 1", "no such key: replicas"),  # a null field
+    ("object.kind.name", "no such key: name"),  # a string
+    ("object.items.map(i, i.name)", "no such key: name"),  # (of a comprehension's variable)
+    ("size(object.kind) > 0 && namespaceObject.metadata.name == ''", "no such key: metadata"),
+])
+def test_a_field_of_a_value_that_is_no_map_is_no_such_key_as_cel_go(expression: str, error: str) -> None:
+    """cel-go's ``refQualify`` answers a field selected on null or a scalar with ``no such key``;
+    the interpreter's "No such overload" named nothing."""
+    variables = {"namespaceObject": None, "object": {"kind": "Pod", "spec": None, "items": [3]}}
+    with pytest.raises(ExpressionError) as e:
+        evaluate(expression, variables)
+    assert str(e.value) == error
+
+
+def test_an_operation_on_the_wrong_types_keeps_its_own_error() -> None:
+    with pytest.raises(ExpressionError, match=r"^No such overload"):
+        evaluate("(1 + 2u) == namespaceObject.metadata", {"namespaceObject": None})  # (the left fails first)
+    assert evaluate("namespaceObject == null || namespaceObject.metadata.name == 'x'", {"namespaceObject": None})
+    assert evaluate("has(object.a.b)", {"object": {"a": {"b": None}}})
