@@ -75,6 +75,8 @@ def _manager_problems(manager: str) -> list[dict[str, str]]:
     """ValidateFieldManager: at most 128 bytes, and each rune printable (Go's unicode.IsPrint,
     which Python's isprintable matches: letters, marks, numbers, punctuation, symbols and
     the ASCII space), each other one a cause of its own at its byte offset."""
+    if len(manager) <= MAX_MANAGER_LENGTH and manager.isascii() and manager.isprintable():
+        return []  # (the common case, every client's: two C-level scans, no per-rune loop)
     causes = []
     encoded = manager.encode("utf-8", "surrogateescape")
     if len(encoded) > MAX_MANAGER_LENGTH:
