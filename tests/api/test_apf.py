@@ -20,7 +20,6 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from controlplane.api import fairqueuing
 from controlplane.api.fairqueuing import DroppedRequests, QueueSet, deal, flow_hash
 from controlplane.api.flowcontrol import LOOPBACK, METRICS, FlowControl, MaxInFlight, list_seats, wait_limit
 from controlplane.api.flowmatch import Info, request_info
@@ -333,7 +332,7 @@ async def test_a_queue_set_runs_waits_and_rejects() -> None:
 async def test_fair_queuing_serves_a_quiet_flow_before_a_flood(monkeypatch: pytest.MonkeyPatch) -> None:
     # The service a request is charged is the time it ran, read from the clock: held still here,
     # so that a slow machine (a request running past the least charge) cannot reorder the queues.
-    monkeypatch.setattr(fairqueuing.time, "perf_counter", lambda: 100.0)
+    monkeypatch.setattr(time, "perf_counter", lambda: 100.0)  # (the time module fairqueuing reads)
     qs = QueueSet(1, queues=8, hand_size=1, queue_length_limit=100)
     flood, quiet = 0, 1
     assert deal(flood, 8, 1) != deal(quiet, 8, 1)

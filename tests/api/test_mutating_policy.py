@@ -637,7 +637,7 @@ def test_a_limit_a_policy_lowered_is_held_to_the_limit_range_over_the_socket(ser
         r = http.post(BINDINGS, json={"metadata": {"name": "bounded-lower"}, "spec": {"policyName": "bounded-lower"}})
         assert r.status_code == 201, r.text
         _wait_listed(http, BINDINGS, "bounded-lower")
-        pod = {"metadata": {"name": "lowered", "labels": {"case": "bounded"}}, "spec": {"containers": [
+        pod: dict[str, Any] = {"metadata": {"name": "lowered", "labels": {"case": "bounded"}}, "spec": {"containers": [
             {"name": "c", "image": "app", "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "2"}}}]}}
         for _ in range(500):  # (the namespace's default ServiceAccount, made just after it)
             r = http.post("/api/v1/namespaces/bounded/pods", json=pod)
