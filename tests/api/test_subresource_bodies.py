@@ -7,16 +7,12 @@ words, and what was stored left as it was."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from controlplane.client import Client
-from tests.front_socket import front_on_socket
+from tests.api import test_bad_input_http
+from tests.api.test_bad_input_http import Served
 
 NS = "/api/v1/namespaces/default"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
@@ -24,19 +20,7 @@ SCALE = f"{DEPLOYMENTS}/d/scale"
 CMS = f"{NS}/configmaps"
 MERGE = {"Content-Type": "application/merge-patch+json"}
 SCHEME = 'in scheme "k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"'
-
-
-@dataclass
-class Served:
-    http: httpx.AsyncClient
-    client: Client  # in process, for seeding and reading back
-
-
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    async with front_on_socket(tmp_path) as (port, c), \
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
-        yield Served(http, c)
+served = test_bad_input_http.served  # the fixture: a server on a socket, and its in-process client
 
 
 def message_of(resp: httpx.Response, code: int, reason: str) -> str:
