@@ -32,6 +32,8 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable, Mapping
 
+from .gostrings import quote
+
 __all__ = ["ALIASES", "DEFAULT", "DISABLED_BY_DEFAULT", "KNOWN", "canonical", "check", "enabled_controllers",
            "is_enabled", "parse_list"]
 
@@ -141,7 +143,7 @@ def check(entries: Iterable[str]) -> tuple[str, ...]:
             continue
         name = entry.removeprefix("-")
         if ALIASES.get(name, name) not in KNOWN:
-            message = f"{_go_quote(name)} is not in the list of known controllers"
+            message = f"{quote(name)} is not in the list of known controllers"
             if message not in errors:
                 errors.append(message)
     if len(errors) == 1:
@@ -172,18 +174,3 @@ def enabled_controllers(entries: Iterable[str]) -> dict[str, bool]:
     return {name: is_enabled(name, resolved) for name in KNOWN}
 
 
-def _go_quote(text: str) -> str:
-    """``text`` as Go's %q writes it, for the names in upstream's messages."""
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif not ch.isprintable():
-            out.append(f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'

@@ -15,7 +15,6 @@ A conflict answers 409 with one cause per field::
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from collections.abc import Callable, Hashable
@@ -24,6 +23,7 @@ from typing import Any
 import orjson
 import yaml
 
+from ..gostrings import quote
 from ..registry import ResourceType
 from ..registry.managedfields import (
     KUBECTL,
@@ -102,7 +102,7 @@ def _go_key(key: Any, node: yaml.Node) -> str:
 def _go_repr(key: Any) -> str:
     """A key as Go's ``%#v`` prints it in go-yaml's error: a string quoted, a number or bool bare."""
     if isinstance(key, str):
-        return json.dumps(key, ensure_ascii=False)
+        return quote(key)
     if isinstance(key, bool):
         return "true" if key else "false"
     return str(key)

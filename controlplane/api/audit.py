@@ -55,6 +55,7 @@ from typing import Any, Protocol
 import orjson
 import yaml
 
+from ..gostrings import quote
 from ..metrics import AUDIT_EVENTS, AUDIT_LEVELS, AUDIT_REJECTED
 from ..registry.dnsnames import DNS1123_SUBDOMAIN
 from .auditid import new_audit_id
@@ -311,7 +312,7 @@ def _json_kind(value: Any) -> str:
 
 
 def _q(s: Any) -> str:
-    return orjson.dumps(str(s)).decode()
+    return quote(str(s))
 
 
 def _go_strings(values: Iterable[str]) -> str:

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 import orjson
 
+from ..gostrings import quote
 from ..metrics import AUDIT_ERRORS
 from .auditwebhook import Truncation
 
@@ -276,11 +277,6 @@ class LogBackend:
             log.error("%s", message)
 
 
-def _go_quote(s: str) -> str:
-    """Go's %q, for what audit events hold (printable text kept, quotes and controls escaped)."""
-    return orjson.dumps(s).decode()
-
-
 def _rfc3339_nano(micro_time: str) -> str:
     """``2026-12-05T17:12:23.120000Z`` as Go's RFC3339Nano writes it (trailing zeros dropped)."""
     head, _, fraction = micro_time.rstrip("Z").partition(".")
@@ -295,13 +291,13 @@ def event_string(ev: Mapping[str, Any]) -> str:
     if user.get("username"):
         username = user["username"]
         if user.get("groups"):
-            groups = ",".join(_go_quote(g) for g in user["groups"])
+            groups = ",".join(quote(g) for g in user["groups"])
     as_user, as_groups = "<self>", "<lookup>"
     impersonated = ev.get("impersonatedUser")
     if impersonated is not None:
         as_user = impersonated.get("username", "")
         if impersonated.get("groups") is not None:
-            as_groups = ",".join(_go_quote(g) for g in impersonated["groups"])
+            as_groups = ",".join(quote(g) for g in impersonated["groups"])
     namespace = (ev.get("objectRef") or {}).get("namespace") or "<none>"
     status = ev.get("responseStatus")
     response = str(status.get("code", 0)) if status is not None else "<deferred>"
@@ -310,5 +306,5 @@ def event_string(ev: Mapping[str, Any]) -> str:
     fields = (("id", ev["auditID"]), ("stage", ev["stage"]), ("ip", ip), ("method", ev.get("verb", "")),
               ("user", username), ("groups", groups), ("as", as_user), ("asgroups", as_groups),
               ("user-agent", ev.get("userAgent", "")), ("namespace", namespace), ("uri", ev.get("requestURI", "")))
-    quoted = " ".join(f"{k}={_go_quote(v)}" for k, v in fields)
+    quoted = " ".join(f"{k}={quote(v)}" for k, v in fields)
     return f'{_rfc3339_nano(ev["requestReceivedTimestamp"])} AUDIT: {quoted} response="{response}"'

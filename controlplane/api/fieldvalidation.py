@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextvars
 import decimal
-import json
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +27,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from ..gostrings import quote
 from ..registry import ResourceType
 from ..registry.validation import (
     Findings,
@@ -497,7 +497,7 @@ def _invalid_patch(value: str, why: str) -> ApiError:
     """Upstream's 422 for a patch whose result does not decode: ``value`` (the patched
     object's JSON; a strategic merge patch's own map, as Go prints it) is the invalid
     value of the field ``patch``."""
-    message = f"Invalid value: {_go_quote(value)}: {why}"
+    message = f"Invalid value: {quote(value)}: {why}"
     # NewInvalid of an empty GroupKind and name: the message starts with a space
     return ApiError(422, "Invalid", f' "" is invalid: patch: {message}',
                     {"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]})
@@ -541,11 +541,6 @@ def _go_float(value: float) -> str:
         if len(shown) > point:
             text += "." + shown[point:]
     return ("-" if value < 0 else "") + text
-
-
-def _go_quote(text: str) -> str:
-    """Go's ``%q`` of a string, near enough: JSON string quoting without ASCII escaping."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _require(rtype: ResourceType, obj: dict[str, Any], found: Findings) -> None:

@@ -51,6 +51,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
+from ..gostrings import quote
 from ..registry.dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .errors import ApiError
 from .rbac import ANONYMOUS, AUTHENTICATED, Authorizes, Request, User, forbidden
@@ -288,7 +289,7 @@ def _go_syntax(asked: _Asked) -> str:
 
 
 def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return quote(text)
 
 
 def _node_name(name: str) -> str | None:

@@ -26,13 +26,14 @@ a level's checks run baseline IDs first, then restricted, each set in ID order
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from ..gostrings import quote
 
 __all__ = ["Configuration", "DEFAULT_CONFIGURATION", "load_configuration", "LABEL_PREFIX", "LEVELS", "Policy",
            "LevelVersion", "policy_of", "label_causes", "evaluate", "forbidden_detail", "pod_message",
@@ -224,8 +225,7 @@ def _strictness(level: str) -> int:
 # --- helpers shared by the checks (policy/helpers.go, visitor.go) -----------------------
 
 def _q(text: str) -> str:
-    """Go's ``%q``, near enough."""
-    return json.dumps(text, ensure_ascii=False)
+    return quote(text)
 
 
 def _join_quote(items: list[str]) -> str:

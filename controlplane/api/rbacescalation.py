@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+from ..gostrings import quote as go_quote
+from ..gostrings import quote_list
 from .errors import ApiError
 from .rbac import MASTERS, Authorizer, Authorizes, Request, User, aggregate
 
@@ -131,33 +133,9 @@ def compact(rules: Iterable[Obj]) -> list[Obj]:
     return out + list(merged.values())
 
 
-def go_quote(text: str) -> str:
-    """Go's ``%q`` of a string (``strconv.Quote``): printable characters kept, the rest escaped."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
 def go_strings(values: Iterable[Any]) -> str:
     """Go's ``%q`` of a ``[]string``: ``["a" "b"]``."""
-    return "[" + " ".join(go_quote(str(v)) for v in values) + "]"
+    return quote_list([str(v) for v in values])
 
 
 def compact_string(rule: Obj) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..gostrings import quote
+
 __all__ = ["Causes", "cause", "duplicate", "forbidden", "invalid", "not_found", "not_supported", "objects", "required",
            "show", "too_long", "too_many"]
 
@@ -31,7 +33,7 @@ def objects(items: list[Any], path: str, causes: Causes) -> Iterator[tuple[str, 
 def show(value: Any) -> str:
     """A bad value as ``field.Error`` prints it: strings quoted (``%q``), numbers plain."""
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return quote(value)
     if value is None:
         return "null"
     if isinstance(value, bool):

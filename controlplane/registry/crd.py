@@ -18,13 +18,13 @@ deletes its custom resources, then the finalizer, then the CRD.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..gostrings import quote
 from .custom import CustomVersion
 from .dnsnames import DNS1035_LABEL, DNS1123_SUBDOMAIN
 from .structural import Cause, describe, structure_problems
@@ -130,12 +130,7 @@ def unrecognized_format_warnings(crd: Obj, old: Obj | None) -> list[str]:
     only those the stored CRD did not have). Such a format is not refused, and is ignored
     when custom resources are validated."""
     before = set(_formats_of(old)) if old is not None else set()
-    return [f"unrecognized format {_go_quote(f)}" for f in _formats_of(crd) if f not in before]
-
-
-def _go_quote(text: str) -> str:
-    """Go's ``%q`` of a string, near enough: JSON's quoting of it."""
-    return json.dumps(text, ensure_ascii=False)
+    return [f"unrecognized format {quote(f)}" for f in _formats_of(crd) if f not in before]
 
 
 def _required(field: str) -> Cause:

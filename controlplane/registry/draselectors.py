@@ -21,10 +21,10 @@ upstream; one that compiled is remembered.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from ..gostrings import quote
 from .causes import Causes, cause, required
 from .drafields import CEL_MAX_LENGTH, SELECTORS_MAX, _remember, items, mapping, text, too_long, too_many
 
@@ -56,7 +56,7 @@ def cel_causes(expression: Any, field: str, stored: bool = False) -> Causes:
         _remember(_COMPILED_OK, expression)
         return []
     # the expression as Go's %q prints it: a multi-line one with its newlines escaped
-    return [cause("FieldValueInvalid", field, f"Invalid value: {json.dumps(expression, ensure_ascii=False)}: {why}")]
+    return [cause("FieldValueInvalid", field, f"Invalid value: {quote(expression)}: {why}")]
 
 
 def _compile_error(expression: str) -> str | None:

@@ -17,6 +17,7 @@ import json
 import re
 from typing import Any, TypeGuard
 
+from ..gostrings import quote
 from .causes import Causes, cause, duplicate, invalid, not_supported, required, too_long
 from .podvalidation import subdomain_problems
 
@@ -318,21 +319,19 @@ def indexes_total(text: str, completions: int) -> int:
 def _interval(fragment: str, completions: int) -> tuple[int, int]:
     bounds = fragment.split("-")
     if len(bounds) > 2:
-        raise ValueError(f"the fragment {_go_quote(fragment)} violates the requirement that an index interval can have "
+        raise ValueError(f"the fragment {quote(fragment)} violates the requirement that an index interval can have "
                          "at most two parts separated by '-'")
     values: list[int] = []
     for bound in bounds:
         digits = bound[1:] if bound[:1] == "+" else bound  # (Go's Atoi: a sign, then decimal digits)
         if not (digits.isascii() and digits.isdigit()):
-            raise ValueError(f"cannot convert string to integer for index: {_go_quote(bound)}")
+            raise ValueError(f"cannot convert string to integer for index: {quote(bound)}")
         value = int(digits)
         if value >= completions:
-            raise ValueError(f"too large index: {_go_quote(bound)}")
+            raise ValueError(f"too large index: {quote(bound)}")
         values.append(value)
     if len(values) == 2 and values[0] >= values[1]:
         raise ValueError(f"non-increasing order, previous: {values[0]}, current: {values[1]}")
     return values[0], values[-1]
 
 
-def _go_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -39,6 +39,7 @@ import binascii
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..gostrings import quote
 from . import pem
 from .causes import Causes, cause, forbidden, invalid, not_supported, required, too_long
 from .drafields import conditions_causes
@@ -78,27 +79,8 @@ def _omitted(field: str, detail: str) -> dict[str, str]:
     return cause("FieldValueInvalid", field, f"Invalid value: {detail}")
 
 
-def go_quote(value: str) -> str:
-    """``value`` as Go's ``%q`` prints it (newlines and control characters escaped)."""
-    out = []
-    for ch in value:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
 def _invalid_text(field: str, value: str, detail: str) -> dict[str, str]:
-    return cause("FieldValueInvalid", field, f"Invalid value: {go_quote(value)}: {detail}")
+    return cause("FieldValueInvalid", field, f"Invalid value: {quote(value)}: {detail}")
 
 
 def go_time(moment: datetime) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Container, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from ..gostrings import quote
 from .admissionpolicies import prepare_validating_admission_policy, prepare_validating_admission_policy_binding
 from .apiservices import name_causes as apiservice_name_causes
 from .apiservices import prepare_apiservice
@@ -733,7 +734,7 @@ def _owner_reference_causes(owners: list[Any]) -> Causes:
 
 def _go_strings(values: list[Any]) -> str:
     """A []string as Go's ``%v`` prints it in a field error: ``[]string{"a", "b"}``."""
-    return "[]string{" + ", ".join(f'"{v}"' for v in values) + "}"
+    return "[]string{" + ", ".join(quote(str(v)) for v in values) + "}"
 
 
 def validate_metadata(meta: dict[str, Any], old: dict[str, Any] | None = None) -> Causes:

@@ -28,7 +28,6 @@ import base64
 import binascii
 import copy
 import ipaddress
-import json
 import re
 import uuid
 from contextvars import ContextVar
@@ -37,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from controlplane.gostrings import quote
 from controlplane.registry.celcheck import CelType, schema_type
 from controlplane.registry.celcost import cardinality_below
 from controlplane.registry.goregexp import compile_go, syntax_error
@@ -774,7 +774,7 @@ def _go_validation_rule(rule: dict[str, Any]) -> str:
     placeholder here."""
     def text(key: str) -> str:
         value = rule.get(key)
-        return json.dumps(value if isinstance(value, str) else "", ensure_ascii=False)
+        return quote(value if isinstance(value, str) else "")
 
     def pointer(key: str, go_type: str) -> str:
         return f"({go_type})(nil)" if rule.get(key) is None else f"({go_type})(0xc000010000)"
