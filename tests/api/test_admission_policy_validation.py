@@ -126,7 +126,7 @@ async def test_a_policys_structure_is_validated_as_upstreams(http: httpx.AsyncCl
         ("FieldValueInvalid", "spec.variables[0].name", 'Invalid value: "in": name is not a valid CEL identifier'),
         ("FieldValueRequired", "spec.validations[0].expression", "Required value: expression is not specified"),
         ("FieldValueInvalid", "spec.validations[0].message",
-         'Invalid value: "two\nlines": message must not contain line breaks'),
+         'Invalid value: "two\\nlines": message must not contain line breaks'),
         ("FieldValueNotSupported", "spec.validations[0].reason",
          'Unsupported value: "Conflict": supported values: "Forbidden", "Invalid", "RequestEntityTooLarge"'),
         ("FieldValueInvalid", "spec.auditAnnotations[0].key",
