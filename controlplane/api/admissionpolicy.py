@@ -65,7 +65,7 @@ from ..metrics import (
 from ..registry.celsyntax import VARIABLE
 from ..registry.expressions import OUT_OF_BUDGET, ExpressionError, Meter, evaluate
 from ..registry.types import ResourceType
-from ..scheduler.plugins.selectors import match_label_selector
+from ..selectormatch import match_label_selector
 from . import audit
 from .celauthz import AuthorizerLibrary
 from .equivalents import as_version, equivalent_types

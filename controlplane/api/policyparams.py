@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..registry.types import ResourceType
-from ..scheduler.plugins.selectors import match_label_selector
+from ..selectormatch import match_label_selector
 from .converting import unconverted
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..scheduler.plugins.selectors import match_label_selector
+from ..selectormatch import match_label_selector
 
 __all__ = ["ADDON_ROLES", "AGGREGATE_LABEL", "AUTOUPDATE", "BOOTSTRAP_LABELS", "CLUSTER_ROLES",
            "CLUSTER_ROLE_BINDINGS", "CORE", "EVENTS", "READ", "RW", "SIGNER_NAMES", "WRITE", "aggregated_rules",

@@ -97,7 +97,7 @@ from ..metrics import (
 from ..registry.expressions import Meter, context_of
 from ..registry.types import ResourceType
 from ..registry.validation import base64_error
-from ..scheduler.plugins.selectors import match_label_selector
+from ..selectormatch import match_label_selector
 from . import audit, gojson, gojsonpatch
 from .admissionpolicy import REQUEST_USER, ConditionsFailed, conditions_hold, object_selected
 from .celauthz import AuthorizerLibrary

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import run_controller
-from controlplane.scheduler.plugins.selectors import node_matches_pod_selectors, tolerates
+from controlplane.selectormatch import node_matches_pod_selectors, tolerates
 
 from .backoff import Backoff
 from .events import namespace_terminating

@@ -44,7 +44,7 @@ from controlplane.client import ApiError, Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.identities import service_account_user
 from controlplane.registry.corevalidation import ENDPOINTS_CONTROLLER, ENDPOINTS_MANAGED_BY
-from controlplane.scheduler.plugins.selectors import match_label_selector
+from controlplane.selectormatch import match_label_selector
 
 from .ownership import EXPECTATIONS_TIMEOUT, key_of, meta_of
 

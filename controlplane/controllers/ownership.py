@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from controlplane.client import ApiError, Client, resource_path
-from controlplane.scheduler.plugins.selectors import match_label_selector
+from controlplane.selectormatch import match_label_selector
 
 __all__ = ["EXPECTATIONS_TIMEOUT", "FOREGROUND", "ORPHAN", "PLURALS", "UNCLAIMED_SECONDS", "Dependents",
            "Expectations", "collect", "controller_uid", "finalize", "key_of", "meta_of", "owner_exists", "pods_to_sync"]

@@ -41,7 +41,7 @@ from controlplane.client import ApiError, Client, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.metrics import NODE_EVICTIONS
 from controlplane.podgeneration import observing
-from controlplane.scheduler.plugins.selectors import tolerates
+from controlplane.selectormatch import tolerates
 
 from .events import Recorder
 from .ownership import key_of, meta_of

@@ -62,7 +62,7 @@ from controlplane.client import ApiError, Client, held_in, resource_path
 from controlplane.client.workqueue import WorkQueue, run_controller
 from controlplane.identities import service_account_user
 from controlplane.quantity import QuantityError, parse_quantity
-from controlplane.scheduler.plugins.selectors import match_label_selector
+from controlplane.selectormatch import match_label_selector
 
 from .events import Recorder
 from .ownership import key_of, meta_of, owner_exists

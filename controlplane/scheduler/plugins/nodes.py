@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...selectormatch import match_node_selector_terms, node_matches_pod_selectors, tolerates, untolerated_taint
 from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status
 from ..nodeinfo import NodeInfo, PodInfo
-from .selectors import match_node_selector_terms, node_matches_pod_selectors, tolerates, untolerated_taint
 
 __all__ = ["NodeAffinity", "NodeName", "NodeUnschedulable", "SchedulingGates", "TaintToleration"]
 

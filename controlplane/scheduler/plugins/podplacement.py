@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from ...selectormatch import match_label_selector, node_matches_pod_selectors, untolerated_taint
 from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status, WatchedResource
 from ..nodeinfo import NodeInfo, PodInfo
 from ..podcounts import PodCounts, Selector, SelectorCount, matches, selector_of
 from .defaultselector import DefaultSelectors
-from .selectors import match_label_selector, node_matches_pod_selectors, untolerated_taint
 
 __all__ = ["HOSTNAME", "SYSTEM_DEFAULT_CONSTRAINTS", "ZONE", "InterPodAffinity", "PodTopologySpread",
            "constraint_selector"]

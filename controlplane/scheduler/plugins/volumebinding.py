@@ -38,9 +38,9 @@ from typing import Any
 
 from controlplane.client import ApiError, resource_path
 
+from ...selectormatch import match_node_selector_terms
 from ..framework import ActionType, ClusterEvent, Code, CycleState, Handle, Status, WatchedResource
 from ..nodeinfo import NodeInfo, PodInfo
-from .selectors import match_node_selector_terms
 
 __all__ = ["NAME", "VolumeBinding"]
 

@@ -1,4 +1,8 @@
-"""Matching of the selectors pods carry: metav1.LabelSelector, NodeSelectorTerms, tolerations."""
+"""Matching of the selectors objects carry: metav1.LabelSelector, NodeSelectorTerms, tolerations.
+
+Shared by the scheduler's plugins, the controllers and admission (policies, webhooks, RBAC
+aggregation), as upstream's component-helpers are; a module of its own so that what imports it
+does not import the scheduler (and numpy with it)."""
 
 from __future__ import annotations
 
