@@ -65,6 +65,13 @@ def get(served: Serve, *what: str) -> dict[str, Any]:
     return got
 
 
+def named(deployment: str, configmap: str) -> str:
+    """MANIFEST with objects of these names: a test that starts from an applied manifest
+    applies its own, not depending on an earlier test's."""
+    return (MANIFEST.replace("metadata:\n  name: web\n", f"metadata:\n  name: {deployment}\n")
+            .replace("metadata: {name: settings}", f"metadata: {{name: {configmap}}}"))
+
+
 def managers(obj: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(e["manager"], e["operation"]): e["fieldsV1"] for e in obj["metadata"]["managedFields"]}
 
@@ -98,29 +105,32 @@ def test_reapply_after_an_edit_removes_what_was_dropped(served: Serve) -> None:
 
 
 def test_another_managers_change_conflicts_until_forced(served: Serve) -> None:
-    ok(served, "patch", "deployment", "web", "--type=merge", "-p", '{"spec":{"replicas":5}}',
+    applied = named("contested", "contested")
+    assert apply(served, applied).returncode == 0
+    ok(served, "patch", "deployment", "contested", "--type=merge", "-p", '{"spec":{"replicas":5}}',
        "--field-manager=scaler")
-    dep = get(served, "deployment", "web")
+    dep = get(served, "deployment", "contested")
     assert managers(dep)[("scaler", "Update")] == {"f:spec": {"f:replicas": {}}}
     assert "f:replicas" not in managers(dep)[("kubectl", "Apply")]["f:spec"]
 
-    manifest = MANIFEST.replace("replicas: 2", "replicas: 3")
+    manifest = applied.replace("replicas: 2", "replicas: 3")
     r = apply(served, manifest)
     assert r.returncode != 0
     assert 'Apply failed with 1 conflict: conflict with "scaler" using apps/v1: .spec.replicas' in r.stderr
-    assert get(served, "deployment", "web")["spec"]["replicas"] == 5
+    assert get(served, "deployment", "contested")["spec"]["replicas"] == 5
 
     r = apply(served, manifest, "--force-conflicts")
     assert r.returncode == 0, r.stderr
-    dep = get(served, "deployment", "web")
+    dep = get(served, "deployment", "contested")
     assert dep["spec"]["replicas"] == 3
     assert ("scaler", "Update") not in managers(dep)
     assert managers(dep)[("kubectl", "Apply")]["f:spec"]["f:replicas"] == {}
 
 
 def test_kubectl_label_records_its_own_manager(served: Serve) -> None:
-    ok(served, "label", "configmap", "settings", "owner=ops")
-    cm = get(served, "configmap", "settings")
+    assert apply(served, named("labelled", "labelled")).returncode == 0
+    ok(served, "label", "configmap", "labelled", "owner=ops")
+    cm = get(served, "configmap", "labelled")
     assert managers(cm)[("kubectl-label", "Update")] == {"f:metadata": {"f:labels": {".": {}, "f:owner": {}}}}
 
 
