@@ -17,7 +17,9 @@ As upstream's plugin, for each LimitRange of the namespace:
 Defaults are applied in mutating admission (``admit``) and the bounds checked in validating
 admission (``validate``), as upstream's ``Admit`` and ``Validate``, at create and at a resize (``pods/resize``,
 the only pod update that changes resources, which upstream's plugin takes too; the
-annotation is not written then: the resize strategy keeps only the resources). The namespace's
+annotation is not written then: the resize strategy keeps only the resources); a claim's
+bounds at its every update too (its resize; and as upstream, any update of a claim outside
+a range made since). The namespace's
 ranges are memoised per watch-cache generation, as the quotas; a namespace the cache
 shows none in is read once consistently and remembered for 30 s (upstream's live
 lookup), so a LimitRange just created already applies.
@@ -56,9 +58,10 @@ def _q(value: Any) -> Fraction | None:
         return None
 
 
-def _bounds(item: Obj, what: str, requests: dict[str, Any], limits: dict[str, Any]) -> list[str]:
+def _bounds(item: Obj, what: str, requests: dict[str, Any], limits: dict[str, Any], claim: bool = False) -> list[str]:
     """Upstream's messages for ``requests``/``limits`` (of a container, a pod or a claim) outside
-    ``item`` (its minConstraint, maxConstraint and limitRequestRatioConstraint)."""
+    ``item`` (its minConstraint, maxConstraint and limitRequestRatioConstraint; for a ``claim``,
+    minConstraint without limits and maxRequestConstraint, as PersistentVolumeClaimValidateLimitFunc)."""
     problems = []
     for name, low in (item.get("min") or {}).items():
         have, limit, floor = _q(requests.get(name)), _q(limits.get(name)), _q(low) or 0
@@ -70,13 +73,18 @@ def _bounds(item: Obj, what: str, requests: dict[str, Any], limits: dict[str, An
             problems.append(f"minimum {name} usage per {what} is {low}, but limit is {format_quantity(limit)}")
     for name, high in (item.get("max") or {}).items():
         have, request, ceiling = _q(limits.get(name)), _q(requests.get(name)), _q(high) or 0
-        if have is None:
+        if claim:  # maxRequestConstraint: a claim has no limits, its request is held to the maximum
+            if request is None:
+                problems.append(f"maximum {name} usage per {what} is {high}.  No request is specified")
+            elif request > ceiling:
+                problems.append(f"maximum {name} usage per {what} is {high}, but request is {format_quantity(request)}")
+        elif have is None:
             problems.append(f"maximum {name} usage per {what} is {high}.  No limit is specified")
         elif have > ceiling:
             problems.append(f"maximum {name} usage per {what} is {high}, but limit is {format_quantity(have)}")
         elif request is not None and request > ceiling:
             problems.append(f"maximum {name} usage per {what} is {high}, but request is {format_quantity(request)}")
-    for name, ratio in (item.get("maxLimitRequestRatio") or {}).items():
+    for name, ratio in () if claim else (item.get("maxLimitRequestRatio") or {}).items():
         limit, request = _q(limits.get(name)), _q(requests.get(name))
         if not request:
             problems.append(f"{name} max limit to request ratio per {what} is {ratio}, but no request is specified "
@@ -97,7 +105,7 @@ def _outside(rtype: ResourceType, spec: Obj, items: list[Obj]) -> list[str]:
         storage = ((spec.get("resources") or {}).get("requests") or {})
         for item in items:
             if item.get("type") == "PersistentVolumeClaim":
-                problems += _bounds(item, "PersistentVolumeClaim", storage, storage)
+                problems += _bounds(item, "PersistentVolumeClaim", storage, {}, claim=True)
         return problems
     containers = [c for c in spec.get("containers") or () if isinstance(c, dict)]
     for item in items:

@@ -1964,8 +1964,11 @@ class KubeApi:
         pod's resize."""
         if subresource is None:
             await self._authorize_params(rtype, obj, old)  # (the strategy's, once valid: before admission)
-        if rtype is self._pods and subresource == "resize" and self._limit_ranger is not None:
-            await self._limit_ranger.validate(rtype, namespace, obj)  # LimitRanger's bounds
+        if self._limit_ranger is not None and (subresource == "resize" if rtype is self._pods else subresource is None):
+            # LimitRanger's bounds: a pod's resize and a claim's update (upstream's SupportsAttributes: a
+            # pod's other updates cannot change its resources; a claim's can, and its Validate checks the
+            # whole claim, so an update of a claim outside a range made since is refused too)
+            await self._limit_ranger.validate(rtype, namespace, obj)
         await self._pod_security(rtype, namespace, name, obj, old, subresource)
         if self._claim_resize is not None and rtype is self._claim_resize.claims and subresource is None:
             await self._claim_resize.check(name, obj, old)  # PersistentVolumeClaimResize

@@ -61,10 +61,31 @@ async def test_a_limit_range_defaults_new_pods_and_refuses_those_outside_it(clie
     with pytest.raises(ApiError) as e:
         await client.create(PVCS, {"metadata": {"name": "big"}, "spec": {
             "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}}})
-    assert e.value.code == 403 and "maximum storage usage per PersistentVolumeClaim is 10Gi" in e.value.message
+    assert e.value.code == 403 and e.value.message == (  # maxRequestConstraint's words: a claim's request
+        'persistentvolumeclaims "big" is forbidden: maximum storage usage per PersistentVolumeClaim is 10Gi, '
+        'but request is 20Gi')
     # other namespaces are not limited
     await client.create(resource_path("", "v1", "namespaces"), {"metadata": {"name": "free"}})
     await client.create(resource_path("", "v1", "pods", "free"), pod("greedy", {"limits": {"cpu": "2"}}))
+
+
+async def test_a_claims_update_is_held_to_the_ranges_made_since(client: Client) -> None:
+    # upstream's LimitRanger validates a claim at its updates too (SupportsAttributes: Pods and
+    # PersistentVolumeClaims, a pod's update only at resize), and checks the whole claim
+    claim = {"metadata": {"name": "data"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}}}
+    await client.create(PVCS, claim)
+    await client.create(LIMITS, {"metadata": {"name": "storage"}, "spec": {"limits": [
+        {"type": "PersistentVolumeClaim", "max": {"storage": "10Gi"}}]}})
+    while not (await client.list(LIMITS, resourceVersion="0"))["items"]:  # admission reads the watch cache
+        await asyncio.sleep(0.01)
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{PVCS}/data", {"metadata": {"labels": {"tier": "db"}}}, patch_type="merge")
+    assert e.value.code == 403
+    assert e.value.message == ('persistentvolumeclaims "data" is forbidden: maximum storage usage per '
+                               'PersistentVolumeClaim is 10Gi, but request is 20Gi')
+    # its status is another subresource: not LimitRanger's
+    await client.patch(f"{PVCS}/data/status", {"status": {"phase": "Pending"}}, patch_type="merge")
 
 
 async def test_a_pod_outside_several_ranges_is_told_the_first_ones_problems_once(client: Client) -> None:
