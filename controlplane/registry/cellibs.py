@@ -57,6 +57,7 @@ from controlplane.registry.celsyntax import (
     CHAIN_FIELD,
     CHAIN_INDEX,
     ENTRIES,
+    HAS,
     MAP_OF,
     MERGED,
     OPTIONAL_FIELD,
@@ -410,32 +411,46 @@ def _is_optional(target: Any) -> bool:
 
 
 def _optional_field(target: Any, name: str) -> Any:
-    """``target.?name``: of the field's value, or none where there is no such field."""
-    import cel
-
-    present, value = _optional_value(target)
-    if not present:
-        return cel.OptionalValue.none()
-    if not isinstance(value, dict):
-        raise ValueError(f"no such overload: optional field selection of {type(value).__name__}")
-    return cel.OptionalValue.of(value[name]) if name in value else cel.OptionalValue.none()
-
-
-def _optional_index(target: Any, key: Any) -> Any:
-    """``target[?key]``: of the list's item or the map's value, or none where there is none."""
+    """``target.?name``: of the field's value, or none where there is no such field, as
+    cel-go's presence test (``refQualify``): none of a null or a scalar too (``null.?f``);
+    of a list, its error."""
     import cel
 
     present, value = _optional_value(target)
     if not present:
         return cel.OptionalValue.none()
     if isinstance(value, list):
-        if isinstance(key, bool) or not isinstance(key, (int, float)) or key != int(key):
-            raise ValueError(f"unsupported index type: {type(key).__name__}")
-        ok = 0 <= int(key) < len(value)
-        return cel.OptionalValue.of(value[int(key)]) if ok else cel.OptionalValue.none()
+        raise ValueError(_list_index_error(name))
     if not isinstance(value, dict):
-        raise ValueError(f"no such overload: optional index of {type(value).__name__}")
-    return cel.OptionalValue.of(value[key]) if key in value else cel.OptionalValue.none()
+        return cel.OptionalValue.none()
+    return cel.OptionalValue.of(value[name]) if name in value else cel.OptionalValue.none()
+
+
+def _optional_index(target: Any, key: Any) -> Any:
+    """``target[?key]``: of the list's item or the map's value, or none where there is none
+    (of a null or a scalar too, as ``_optional_field``)."""
+    import cel
+
+    present, value = _optional_value(target)
+    if not present:
+        return cel.OptionalValue.none()
+    if isinstance(value, list):
+        index = _list_index(key)
+        ok = 0 <= index < len(value)
+        return cel.OptionalValue.of(value[index]) if ok else cel.OptionalValue.none()
+    if not isinstance(value, dict):
+        return cel.OptionalValue.none()
+    return cel.OptionalValue.of(value[key]) if _hashable(key) and key in value else cel.OptionalValue.none()
+
+
+def _has(target: Any, name: str) -> bool:
+    """``has(target.name)`` as cel-go's presence test (``refQualify``): of a map whether it has
+    the key; of a list its error; false of a null or a scalar, which the interpreter's
+    ``has()`` refuses (``has(object.spec.x.f)`` where ``x`` is null)."""
+    present, value = _optional_value(target)
+    if isinstance(value, list):
+        raise ValueError(_list_index_error(name))
+    return present and isinstance(value, dict) and name in value
 
 
 def _chain_field(target: Any, name: str) -> Any:
@@ -445,21 +460,57 @@ def _chain_field(target: Any, name: str) -> Any:
     if _is_optional(target):
         return _optional_field(target, name)
     if isinstance(target, list):
-        raise ValueError("unsupported index type 'string' in list")
+        raise ValueError(_list_index_error(name))
     if not isinstance(target, dict):
         raise KeyError(name)
     return target[name]  # KeyError: "no such key", as the interpreter's own
 
 
 def _chain_index(target: Any, key: Any) -> Any:
-    """``[key]`` after an optional step: optional on an optional, the plain index else."""
+    """``[key]`` after an optional step: optional on an optional, the plain index else (its
+    errors cel-go's: ``index out of bounds: 4``, ``unsupported index type 'string' in list``,
+    ``no such key: k``)."""
     if _is_optional(target):
         return _optional_index(target, key)
     if isinstance(target, list):
-        if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < len(target):
+        index = _list_index(key)
+        if not 0 <= index < len(target):
             raise ValueError(f"index out of bounds: {key}")
-        return target[key]
+        return target[index]
+    if not isinstance(target, dict) or not _hashable(key):
+        raise KeyError(key)
     return target[key]
+
+
+def _list_index(key: Any) -> int:
+    """A list's index as cel-go's ``IndexOrError`` takes it: an int, or a double without a
+    fraction; else its error."""
+    if isinstance(key, float) and key.is_integer():
+        return int(key)
+    if isinstance(key, bool) or not isinstance(key, int):
+        if isinstance(key, float):
+            raise ValueError(f"unsupported index value {key:g} in list")
+        raise ValueError(_list_index_error(key))
+    return key
+
+
+def _list_index_error(key: Any) -> str:
+    return f"unsupported index type '{_cel_type_name(key)}' in list"
+
+
+def _cel_type_name(value: Any) -> str:
+    """The name cel-go gives a value's type in its messages."""
+    if value is None:
+        return "null_type"
+    for kind, name in ((bool, "bool"), (int, "int"), (float, "double"), (str, "string"), (bytes, "bytes"),
+                       (list, "list(dyn)"), (dict, "map(dyn, dyn)")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _hashable(key: Any) -> bool:
+    return not isinstance(key, (list, dict))
 
 
 # -- two-variable comprehensions (``registry/celsyntax.py``) -------------------------------------
@@ -549,6 +600,7 @@ FUNCTIONS: dict[str, Any] = {
     OPTIONAL_INDEX: _optional_index,
     CHAIN_FIELD: _chain_field,
     CHAIN_INDEX: _chain_index,
+    HAS: _has,
     ENTRIES: _entries,
     MAP_OF: _map_of,
     MERGED: _merged,

@@ -60,12 +60,13 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar
 
-__all__ = ["CHAIN_FIELD", "CHAIN_INDEX", "ENTRIES", "MAP_OF", "MERGED", "OPTIONAL_FIELD", "OPTIONAL_INDEX",
+__all__ = ["CHAIN_FIELD", "CHAIN_INDEX", "ENTRIES", "HAS", "MAP_OF", "MERGED", "OPTIONAL_FIELD", "OPTIONAL_INDEX",
            "RESERVED", "STRUCT_TYPE", "TICK", "VARIABLE", "VARIABLE_SET", "escaped_names", "literal_tokens", "metered",
            "rewritten", "selections_called", "unescaped", "variable_reads"]
 
 OPTIONAL_FIELD, OPTIONAL_INDEX = "_cp_opt_field", "_cp_opt_index"
 CHAIN_FIELD, CHAIN_INDEX = "_cp_field", "_cp_index"
+HAS = "_cp_has"  # ``has(x.f)`` as ``selections_called`` makes it a call: ``_cp_has(x, 'f')``
 ENTRIES, MAP_OF, MERGED = "_cp_entries", "_cp_map_of", "_cp_merged"
 _ENTRY = "_cp_e"
 STRUCT_TYPE = "_cp_type"  # the key a message construction's map names its type under
@@ -520,13 +521,15 @@ def selections_called(expression: str) -> str:
     """``expression`` (as ``rewritten`` leaves it) with each plain field selection ``x.f`` made
     a call ``x._cp_field('f')`` (``CHAIN_FIELD``), which selects as the interpreter does but
     fails on a value that is no map as cel-go does (``no such key: f``, where the interpreter
-    says only "No such overload"): ``expressions`` evaluates this form again, on that error
-    only, to word it. Left as written: method calls (``x.f(...)``), qualified names before a
-    ``{`` (message constructions), numbers, text in string literals, and the argument of
-    ``has()``, whose selection is a test of presence::
+    says only "No such overload"), and each ``has(x.f)`` a call ``_cp_has(x, 'f')`` (``HAS``),
+    false of a value that is neither a map nor a list as cel-go's presence test (the
+    interpreter's ``has()`` of a null fails): ``expressions`` evaluates this form again, on
+    that error only, to word it or to get cel-go's value. Left as written: method calls
+    (``x.f(...)``), qualified names before a ``{`` (message constructions), numbers, text in
+    string literals, and a ``has()`` of anything but a selection::
 
-        selections_called("namespaceObject.metadata.name == has(a.b)")
-        # "namespaceObject._cp_field('metadata')._cp_field('name') == has(a.b)"
+        selections_called("namespaceObject.metadata.name == has(a.b.c)")
+        # "namespaceObject._cp_field('metadata')._cp_field('name') == _cp_has(a._cp_field('b'), 'c')"
     """
     if "." not in expression:
         return expression
@@ -538,8 +541,8 @@ def selections_called(expression: str) -> str:
         if token == "has" and not _after_dot(out):
             paren = _next(tokens, at + 1)
             if paren < len(tokens) and tokens[paren] == "(":
-                _, end = _arguments(tokens, paren)
-                out.extend(tokens[at:end])
+                args, end = _arguments(tokens, paren)
+                out.append(_presence_called(args) or "".join(tokens[at:end]))
                 at = end
                 continue
         if token == "." and out and _ends_operand(out) and not out[-1][-1:].isdigit():
@@ -553,3 +556,14 @@ def selections_called(expression: str) -> str:
         out.append(token)
         at += 1
     return "".join(out)
+
+
+def _presence_called(args: list[list[str]]) -> str | None:
+    """``has(x.f)``'s arguments as ``_cp_has(x, 'f')``, ``x``'s own selections called; None for
+    a ``has`` of anything but one field selection (left to the parser, which says why)."""
+    arg = [t for t in args[0] if not t.isspace()] if len(args) == 1 else []
+    if len(arg) < 3 or arg[-2] != "." or not _NAME.fullmatch(arg[-1]) or arg[-1] in RESERVED:
+        return None
+    text = "".join(args[0]).rstrip()
+    operand = text[:len(text) - len(arg[-1])].rstrip()[:-1]  # less the name and its dot
+    return f"{HAS}({selections_called(operand)}, '{arg[-1]}')"

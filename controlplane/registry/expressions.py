@@ -9,6 +9,7 @@ exception, with the Kubernetes libraries (``registry/cellibs.py``: ``split``, ``
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["COST_LIMIT_EXCEEDED", "ExpressionError", "Meter", "compile_error", "context_of", "evaluate",
@@ -39,6 +40,9 @@ _CONVERSION_ERROR = re.compile(r"Function '(int|uint|double)' error: string pars
                                r"characters|input is out of range|trailing input|input is not enough for unique "
                                r"date and time|no possible date and time matching input)\. Check function "
                                r"arguments and their types\.", re.DOTALL)
+# the interpreter's index of a list by a value of another type than int (``l["a"]``, and
+# ``l.name``, a field selected of a list), as cel-go's ``IndexOrError`` words it
+_LIST_INDEX = re.compile(r"Unexpected type: got '(\w+)', want 'int\|uint'\.")
 _OVERFLOW = re.compile(r"Function '(?:int|double)' error: (unsigned )?integer overflow\. The value is outside the "
                        r"range of the target type\.|Function 'uint' error: (unsigned) integer overflow\..*|"
                        r"Arithmetic overflow in '\w+' on .*", re.DOTALL)
@@ -210,9 +214,12 @@ def evaluate(expression: str, context: Any, unescape: bool = False, meter: Meter
         if meter is not None and meter.exceeded:
             raise ExpressionError(COST_LIMIT_EXCEEDED) from e
         error = _run_time(expression, e, unescape)
-        if str(error).startswith(_NO_SUCH_OVERLOAD):
-            error = _selection_error(expression, context, unescape) or error
-        raise error from e
+        if not str(error).startswith(_NO_SUCH_OVERLOAD):
+            raise error from e
+        again = _as_cel_go_selects(expression, context, unescape, meter)
+        if isinstance(again, _Failed):
+            raise (again.error or error) from e
+        value = again.value
     finally:
         if meter is not None:
             meter.spent += meter.calls
@@ -230,34 +237,49 @@ def _run_time(expression: str, error: Exception, unescape: bool) -> ExpressionEr
     return ExpressionError(_as_written(expression, message) if unescape else message)
 
 
-def _selection_error(expression: str, context: Any, unescape: bool) -> ExpressionError | None:
-    """The error of ``expression`` in cel-go's words when it selected a field of a value that
-    is no map, or None when that was not its error: the interpreter's "No such overload" does
-    not say what failed (``namespaceObject.metadata`` of a null ``namespaceObject``, as a
-    policy's match conditions have it, is cel-go's ``no such key: metadata``). The expression
-    is evaluated again (it has no side effects) with each selection a call that fails as
-    cel-go's (``celsyntax.selections_called``); only then, on this error path, at the cost
-    of a second evaluation."""
-    key = (expression, "selections" if not unescape else "selections-unescaped")
+@dataclass(frozen=True, slots=True)
+class _Value:
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    error: ExpressionError | None  # None: not an error of selection
+
+
+def _as_cel_go_selects(expression: str, context: Any, unescape: bool, meter: Meter | None) -> _Value | _Failed:
+    """``expression`` evaluated again, after the interpreter's "No such overload", with each
+    selection and ``has()`` a call that acts as cel-go's (``celsyntax.selections_called``):
+    that error does not say what failed (``namespaceObject.metadata`` of a null
+    ``namespaceObject``, as a policy's match conditions have it, is cel-go's ``no such key:
+    metadata``), and where it came of the interpreter's ``has()`` of a null or a scalar
+    (``has(object.spec.x.f)`` where ``x`` is null) cel-go has a value: false. Only then, on
+    this error path, at the cost of a second evaluation (the expression has no side
+    effects); metered as the first (``meter``). An error that is not of a selection is
+    ``_Failed(None)``: the first error stands."""
+    variant = ("selections" if not unescape else "selections-unescaped") + ("-metered" if meter else "")
+    key = (expression, variant)
     program = _compiled.get(key)
     if program is None:
         import cel
 
         from .cellibs import with_global_matches
-        from .celsyntax import rewritten, selections_called
+        from .celsyntax import metered, rewritten, selections_called
 
+        text = selections_called(rewritten(expression, unescape=unescape))
         try:
-            program = cel.compile(with_global_matches(selections_called(rewritten(expression, unescape=unescape))))
+            program = cel.compile(with_global_matches(metered(text) if meter else text))
         except Exception:
-            return None
+            return _Failed(None)
         if len(_compiled) < 10_000:
             _compiled[key] = program
     try:
-        program.execute(context)
+        return _Value(program.execute(context))
     except Exception as e:
+        if meter is not None and meter.exceeded:
+            return _Failed(ExpressionError(COST_LIMIT_EXCEEDED))
         error = _run_time(expression, e, unescape)
-        return error if str(error).startswith(("no such key: ", "unsupported index type ")) else None
-    return None
+        return _Failed(error if str(error).startswith(("no such key: ", "unsupported index ")) else None)
 
 
 def _as_written(expression: str, message: str) -> str:
@@ -278,6 +300,9 @@ def _run_time_error(text: str) -> str:
     if converted is not None:
         function = next(g for g in converted.groups() if g)
         return f"type conversion error from 'string' to '{_CONVERTED_TO[function]}'"
+    index = _LIST_INDEX.fullmatch(text)
+    if index is not None:
+        return f"unsupported index type '{index.group(1)}' in list"
     overflow = _OVERFLOW.fullmatch(text)
     if overflow is not None:
         return "unsigned integer overflow" if any(overflow.groups()) else "integer overflow"

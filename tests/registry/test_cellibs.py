@@ -123,10 +123,11 @@ def test_the_format_library_words_its_problems_as_apimachinery() -> None:
         "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"]
 
 
-def test_a_field_after_an_optional_step_stays_plain_on_a_plain_value() -> None:
-    # self.?a.b.c: .c applies to b's value (1), which has no fields
-    with pytest.raises(ExpressionError):
-        evaluate("self.?a.b.c", {"self": {"a": {"b": 1}}})
+def test_a_field_after_an_optional_step_stays_optional_on_a_plain_value() -> None:
+    # self.?a.b.c: .c applies to b's value (1), which has no fields: cel-go's presence test
+    # (refQualify) finds none there, as it does of a null
+    assert evaluate("self.?a.b.c.hasValue()", {"self": {"a": {"b": 1}}}) is False
+    assert evaluate("self.?a.b.c.orValue(2)", {"self": {"a": {"b": None}}}) == 2
     with pytest.raises(ExpressionError, match="no such key: zz"):
         evaluate("self.?a.orValue({}).zz", {"self": {"a": {"b": 1}}})
 
@@ -204,6 +205,53 @@ def test_a_field_of_a_value_that_is_no_map_is_no_such_key_as_cel_go(expression: 
     with pytest.raises(ExpressionError) as e:
         evaluate(expression, variables)
     assert str(e.value) == error
+
+
+@pytest.mark.parametrize(("expression", "value"), [
+    ("has(object.spec.missing.f)", False),  # an explicit null
+    ("!has(object.spec.missing.f) && has(object.spec.m.f)", True),
+    ("has(params.f)", False),  # no params
+    ("has(object.kind.f)", False),  # a string
+    ("has(object.spec.replicas.f) || object.spec.replicas == 2", True),
+    ("object.items.all(i, !has(i.f))", True),  # of a comprehension's variable
+    ("has(object.spec.missing.f) ? 1 : 2", 2),
+])
+def test_has_of_a_field_of_null_or_a_scalar_is_false_as_cel_go(expression: str, value: object) -> None:
+    """cel-go's presence test (``refQualify``, without ``EnableErrorOnBadPresenceTest``, which
+    Kubernetes leaves off) answers false where the value tested is no map: the interpreter's
+    ``has()`` failed with "No such overload"."""
+    variables = {"params": None, "object": {"kind": "Pod", "spec": {"missing": None, "m": {"f": 1}, "replicas": 2},
+                                            "items": [None, 3, "x"]}}
+    assert evaluate(expression, variables) == value
+
+
+@pytest.mark.parametrize(("expression", "value"), [
+    ("params.?f.orValue(1)", 1),
+    ("params[?'f'].hasValue()", False),
+    ("object.spec.missing.?f.orValue('none')", "none"),
+    ("object.spec.?missing.f.hasValue()", False),
+    ("object.spec.missing[?'f'].orValue(0)", 0),
+    ("object.kind.?f.hasValue()", False),  # a scalar
+    ("object.items[?1.0].value()", 3),  # a double without a fraction indexes a list, as cel-go's
+])
+def test_an_optional_field_of_null_or_a_scalar_is_none_as_cel_go(expression: str, value: object) -> None:
+    variables = {"params": None, "object": {"kind": "Pod", "spec": {"missing": None}, "items": [None, 3]}}
+    assert evaluate(expression, variables) == value
+
+
+@pytest.mark.parametrize("expression", [
+    "object.spec.containers.name == 'a'",
+    "has(object.spec.containers.name)",
+    "object.spec.?containers.name.hasValue()",
+    "object.spec.containers.?name.hasValue()",
+    "object.spec.containers['name'] == 'a'",
+    "object.spec[?'containers'][?'name'].hasValue()",
+])
+def test_a_field_of_a_list_is_cel_gos_unsupported_index_type(expression: str) -> None:
+    variables = {"object": {"spec": {"containers": [{"name": "a"}]}}}
+    with pytest.raises(ExpressionError) as e:
+        evaluate(expression, variables)
+    assert str(e.value) == "unsupported index type 'string' in list"
 
 
 def test_an_operation_on_the_wrong_types_keeps_its_own_error() -> None:
