@@ -6,8 +6,8 @@ rule's write, worded and placed as cel-go reports them (``checker/errors.go``)::
 
 The interpreter (``registry/expressions.py``) has no checker of its own and no AST to show,
 so the expression is parsed again here, with each node at the offset cel-go gives it: a
-field selection at its ``.``, an operator at its token, a call at its ``(``, an index at
-its ``[``. Types come from a structural schema as upstream's ``SchemaDeclType``
+field selection at its ``.`` (``has()``'s at the macro's ``(``), an operator at its token, a
+call at its ``(``, an index at its ``[``. Types come from a structural schema as upstream's ``SchemaDeclType``
 (``apiserver/pkg/cel/common/schemas.go``): an object's declared properties (named as
 ``Escape`` names them, and only so: ``foo-bar`` is ``foo__dash__bar``, ``namespace``
 ``__namespace__``, and ``self.namespace`` an undefined field), ``additionalProperties`` a map
@@ -499,8 +499,11 @@ class _Checker:
             return DYN
         return self.call(node, scope)
 
-    def select(self, node: _Node, scope: dict[str, CelType], test_only: bool) -> CelType:
+    def select(self, node: _Node, scope: dict[str, CelType], test_only: bool, at: int | None = None) -> CelType:
+        """A field selection's type; ``at`` where its errors are reported, if not at its ``.``:
+        ``has()``'s presence test is a node cel-go's parser places at the macro's ``(``."""
         assert node.target is not None
+        at = node.at if at is None else at
         target = self.check(node.target, scope)
         if node.optional or target.kind == "dyn":
             return DYN
@@ -511,15 +514,15 @@ class _Checker:
             if found is not None:
                 return found
             if not target.open:
-                self.report(node.at, f"undefined field '{node.name}'")
+                self.report(at, f"undefined field '{node.name}'")
             return DYN
-        self.report(node.at, f"type '{formatted(target)}' does not support field selection")
+        self.report(at, f"type '{formatted(target)}' does not support field selection")
         return DYN
 
     def call(self, node: _Node, scope: dict[str, CelType]) -> CelType:
         name, args = node.name, node.args
         if node.target is None and name == "has" and len(args) == 1 and args[0].kind == "select":
-            self.select(args[0], scope, test_only=True)
+            self.select(args[0], scope, test_only=True, at=node.at)
             return BOOL
         if node.target is not None and name in _COMPREHENSIONS and args \
                 and all(a.kind == "ident" for a in args[:_bound_count(name, args)]):

@@ -93,7 +93,14 @@ def test_rules_upstream_accepts_pass(rule: str) -> None:
      "ERROR: <input>:1:28: found no matching overload for 'startsWith' applied to 'int.(string)'\n"
      " | self.minReplicas.startsWith('a')\n | ...........................^"),
     ("self.nested.vals == 1", "ERROR: <input>:1:12: undefined field 'vals'\n | self.nested.vals == 1\n | ...........^"),
-    ("has(self.nope)", "ERROR: <input>:1:9: undefined field 'nope'\n | has(self.nope)\n | ........^"),
+    # has()'s presence test is at the macro's "(" (cel-go's parser gives the node the call's place)
+    ("has(self.nope)", "ERROR: <input>:1:4: undefined field 'nope'\n | has(self.nope)\n | ...^"),
+    ("self.items.name == 'a'",
+     "ERROR: <input>:1:11: type 'list(selfType0.items.@idx)' does not support field selection\n"
+     " | self.items.name == 'a'\n | ..........^"),
+    ("has(self.items.name)",
+     "ERROR: <input>:1:4: type 'list(selfType0.items.@idx)' does not support field selection\n"
+     " | has(self.items.name)\n | ...^"),
     # a property whose name CEL escapes is known by its escaped name only (upstream's "invalid for escaping")
     ("self.namespace.size() < 10",
      "ERROR: <input>:1:5: undefined field 'namespace'\n | self.namespace.size() < 10\n | ....^"),
