@@ -416,6 +416,29 @@ async def test_match_conditions_see_no_namespace_object(client: Client) -> None:
     assert e.value.message.endswith("denied request: the namespace was seen")
 
 
+async def test_presence_tests_of_null_are_false_and_a_lists_field_fails_as_cel_gos(client: Client) -> None:
+    """``oldObject`` of a create and a match condition's ``namespaceObject`` are null: cel-go's
+    presence test of a field of null is false, its optional selection none (Kubernetes leaves
+    ``EnableErrorOnBadPresenceTest`` off); a field selected of a list is its run-time error."""
+    await client.create(POLICIES, policy("null-presence", [
+        {"expression": "!has(oldObject.spec)", "message": "has() of null"},
+        {"expression": "oldObject.?spec.replicas.orValue(0) == 0 && !oldObject[?'spec'].hasValue()",
+         "message": "optional of null"},
+        {"expression": "object.spec.replicas < 3", "message": "reached"}],
+        matchConditions=[{"name": "null", "expression": "!has(namespaceObject.metadata)"}]))
+    await bind(client, "null-presence", "null-presence", ["Deny"])
+    with pytest.raises(ApiError) as e:
+        await client.create(DEPLOYMENTS, deployment("three", 3))
+    assert e.value.message.endswith("denied request: reached")
+    await client.create(POLICIES, policy("list-field", [
+        {"expression": "object.spec.template.spec.containers.name != 'x'"}]))
+    await bind(client, "list-field", "list-field", ["Deny"])
+    with pytest.raises(ApiError) as e:
+        await client.create(DEPLOYMENTS, deployment("one", 1))
+    assert e.value.message.endswith("denied request: expression 'object.spec.template.spec.containers.name != "
+                                    "\'x\'' resulted in error: unsupported index type 'string' in list")
+
+
 async def test_the_namespace_as_upstream_shows_it(client: Client) -> None:
     """``namespaceObject`` as upstream's dispatchers give it, the typed object of an informer
     (no ``apiVersion`` or ``kind``): to the validations through ``CreateNamespaceObject``,
