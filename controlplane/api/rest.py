@@ -54,6 +54,7 @@ from ..metrics import (
     dry_run_label,
 )
 from ..registry import Registry, ResourceType, disruption, managedfields, strategic
+from ..registry.admissionpolicies import SERVED as POLICY_TYPES
 from ..registry.certificates import prepare_csr, set_requestor
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
 from ..registry.crd import GROUP as CRD_GROUP
@@ -1822,10 +1823,15 @@ class KubeApi:
             if old is None:  # validating admission, once valid: CertificateSubjectRestriction
                 check_subject(rtype, obj)
         if rtype.custom is None:
+            # a policy's type checking knows the custom resources' kinds served here
+            served = POLICY_TYPES.set(self.registry) if rtype.plural == "validatingadmissionpolicies" else None
             try:
                 causes = prepare(rtype.plural, obj, old)
             except BadData as e:
                 raise ApiError.bad_request(str(e)) from e
+            finally:
+                if served is not None:
+                    POLICY_TYPES.reset(served)
             if causes:
                 raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
             for warning in strategy_warnings(rtype.plural, obj):

@@ -21,28 +21,33 @@ library (``compilation failed: ERROR: <input>:1:25: undeclared reference to 'par
 container '')``). Type errors do not refuse the write: as upstream's type checking controller, they are
 reported in ``status.typeChecking.expressionWarnings``, written here at the write (with
 ``observedGeneration``) for each validation's ``expression`` and ``messageExpression``,
-checked against each built-in kind the ``matchConstraints`` name without wildcards (at most
-10), ``object`` and ``oldObject`` typed by its schema (``registry/celcheck.py``)::
+checked against each kind the ``matchConstraints`` name without wildcards (at most 10: the
+built-in kinds, and the custom resources' the server serves, ``SERVED``), ``object`` and
+``oldObject`` typed by its schema (``registry/celcheck.py``), ``params`` by the
+``paramKind``'s (a CRD's as published: ``metadata`` ObjectMeta; dyn where the kind is not
+served)::
 
     {"fieldRef": "spec.validations[0].expression",
      "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:13: undefined field 'replicaz'\n | ...\n"}
 
-Not checked: custom resources' kinds, ``params`` (dyn), ``request``, ``namespaceObject`` and
-``variables`` (dyn); an expression's result type where it is ``dyn`` here (a field of ``object``,
-a function this checker does not know): only a known other type is refused (``must evaluate
-to bool but got int``); the ``get`` permission on the ``paramKind`` upstream's strategy asks of the writer. A write that
-leaves the spec as stored, defaults aside (through ``/status``, of the metadata, an apply that
-sends a rule again without its defaulted ``scope``), is validated as upstream's
-status strategy validates a status (each expression warning's ``warning`` and ``fieldRef``
-given) and keeps its status; upstream validates the spec of a metadata update again (so a
-policy stored before this validation keeps taking label changes here). The policy is evaluated by
+As upstream's, nothing is checked where no matched kind is known, ``params`` neither. Not
+checked: ``request``, ``namespaceObject`` and ``variables`` (dyn); an expression's result
+type where it is ``dyn`` here (a field of ``object``, a function this checker does not know):
+only a known other type is refused (``must evaluate to bool but got int``); the ``get``
+permission on the ``paramKind`` upstream's strategy asks of the writer. A write that leaves
+the spec as stored, defaults aside (through ``/status``, of the metadata, an apply that sends a
+rule again without its defaulted ``scope``), is validated as upstream's status strategy
+validates a status (each expression warning's ``warning`` and ``fieldRef`` given) and keeps its
+status; upstream validates the spec of a metadata update again (so a policy stored before this
+validation keeps taking label changes here). The policy is evaluated by
 ``api/admissionpolicy.py``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -62,7 +67,10 @@ from .policyspec import (
 )
 from .types import BUILTIN
 
-__all__ = ["compiled", "prepare_validating_admission_policy", "prepare_validating_admission_policy_binding"]
+if TYPE_CHECKING:
+    from .types import Registry
+
+__all__ = ["SERVED", "compiled", "prepare_validating_admission_policy", "prepare_validating_admission_policy_binding"]
 
 Obj = dict[str, Any]
 _REASONS = ("Forbidden", "Invalid", "RequestEntityTooLarge")  # supportedValidationPolicyReason.List()
@@ -232,18 +240,29 @@ def _actions_causes(actions: Any, path: str) -> Causes:
 
 _MAX_KINDS = 10  # upstream's maxTypesToCheck
 _KINDS = {(t.group, t.version, t.plural): t.kind for t in BUILTIN}
+# the served types, custom resources' included, of the API server a policy is written to
+# (``api/rest.py`` sets it around the write): upstream's type checker resolves the kinds of
+# CRDs too (their published schemas); unset, only the built-in kinds are known
+SERVED: ContextVar[Registry | None] = ContextVar("controlplane_policy_served_types", default=None)
+_OBJECT_META = {"$ref": "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
 
 
 def _type_checking(spec: dict[str, Any]) -> dict[str, Any]:
     """Upstream's ``TypeChecker.Check``: a warning for each validation's expression (and
     message expression) that does not type-check against one of the matched kinds, each
-    kind's issues on a line of their own (``<group/version>, Kind=<kind>: <issues>``)."""
-    kinds = _matched_kinds(spec)
+    kind's issues on a line of their own (``<group/version>, Kind=<kind>: <issues>``);
+    ``params`` typed by the ``paramKind``'s schema where it is known (dyn where not), and
+    not declared without a ``paramKind``."""
+    served = SERVED.get()
+    kinds = [(gvk, t) for gvk in _matched_kinds(spec, served) if (t := _object_type(*gvk, served)) is not None]
     if not kinds:
         return {}
     from .celcheck import DYN, type_errors
 
-    types = [(gvk, _object_type(*gvk)) for gvk in kinds]
+    variables = {"request": DYN, "namespaceObject": DYN, "variables": DYN, "authorizer": DYN}
+    param_kind = _param_kind(spec.get("paramKind"))
+    if param_kind is not None:
+        variables["params"] = _object_type(*param_kind, served) or DYN
     warnings = []
     for i, validation in enumerate(v for v in spec.get("validations") or [] if isinstance(v, dict)):
         for key in ("expression", "messageExpression"):
@@ -251,10 +270,8 @@ def _type_checking(spec: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(text, str) or not text.strip():
                 continue
             lines = []
-            for (group, version, kind), object_type in types:
-                variables = {"object": object_type, "oldObject": object_type, "params": DYN, "request": DYN,
-                             "namespaceObject": DYN, "variables": DYN, "authorizer": DYN}
-                errors = type_errors(text, variables)
+            for (group, version, kind), object_type in kinds:
+                errors = type_errors(text, {**variables, "object": object_type, "oldObject": object_type})
                 if errors:
                     lines.append(f"{group + '/' if group else ''}{version}, Kind={kind}: {chr(10).join(errors)}\n")
             if lines:
@@ -262,9 +279,20 @@ def _type_checking(spec: dict[str, Any]) -> dict[str, Any]:
     return {"expressionWarnings": warnings} if warnings else {}
 
 
-def _matched_kinds(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """The built-in kinds the policy's resource rules name without wildcards (upstream's
-    ``typesToCheck``), sorted by group, version and kind, at most ten."""
+def _param_kind(kind: Any) -> tuple[str, str, str] | None:
+    """The group, version and kind of a ``paramKind`` (upstream's ``paramsGVK``), None
+    without one."""
+    if not isinstance(kind, dict) or not isinstance(kind.get("apiVersion"), str) \
+            or not isinstance(kind.get("kind"), str):
+        return None
+    group, _, version = kind["apiVersion"].rpartition("/")
+    return group, version, kind["kind"]
+
+
+def _matched_kinds(spec: dict[str, Any], served: Registry | None) -> list[tuple[str, str, str]]:
+    """The kinds the policy's resource rules name without wildcards (upstream's
+    ``typesToCheck``): built-in ones, and with ``served`` the custom resources' too, sorted
+    by group, version and kind, at most ten."""
     constraints = spec.get("matchConstraints")
     rules = constraints.get("resourceRules") if isinstance(constraints, dict) else None
     found: set[tuple[str, str, str]] = set()
@@ -279,7 +307,11 @@ def _matched_kinds(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
         for group in sorted(groups):
             for version in sorted(versions):
                 for resource in sorted(resources):
-                    kind = _KINDS.get((group, version, resource))
+                    if served is not None:
+                        t = served.get(group, version, resource)
+                        kind = t.kind if t is not None else None
+                    else:
+                        kind = _KINDS.get((group, version, resource))
                     if kind is not None:
                         found.add((group, version, kind))
                         count += 1
@@ -288,14 +320,27 @@ def _matched_kinds(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
     return sorted(found)
 
 
-def _object_type(group: str, version: str, kind: str) -> Any:
-    from .celcheck import DYN, schema_type
+def _object_type(group: str, version: str, kind: str, served: Registry | None = None) -> Any:
+    """The CEL type of a kind's objects, by its schema: a built-in kind's definition, or (of
+    ``served``) a custom resource's version schema as apiextensions-apiserver publishes it
+    (``metadata`` ObjectMeta); None where neither is known (upstream's schema not found:
+    the kind is not checked)."""
+    from .celcheck import schema_type
     from .schema import definitions, type_of
 
     defs = definitions()
     root = defs.for_kind(group, version, kind)
+    if root is None and served is not None:
+        custom = next((t.custom for t in served.in_group_version(group, version)
+                       if t.kind == kind and t.custom is not None), None)
+        if custom is None or not isinstance(custom.schema, dict):
+            return None
+        properties = custom.schema.get("properties")
+        root = {**custom.schema, "properties": {
+            **(properties if isinstance(properties, dict) else {}),
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": _OBJECT_META}}
     if root is None:
-        return DYN
+        return None
 
     def structural(node: Any) -> Any:
         """A node of the built-in definitions as a structural schema node: ``$ref`` and a

@@ -141,3 +141,84 @@ def test_kubectl_applies_a_policy_and_binding_defaulted_and_enforced(served: Ser
     assert 'The ValidatingAdmissionPolicyBinding "both.example.com" is invalid: spec.validationActions: ' \
            'Invalid value: []admissionregistration.ValidationAction{"Deny", "Warn"}: must not contain both Deny ' \
            "and Warn" in r.stderr
+
+
+LIMITS = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: limits.example.com}
+spec:
+  group: example.com
+  names: {kind: Limit, plural: limits, singular: limit, listKind: LimitList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer}
+              containers:
+                type: array
+                items: {type: object, properties: {name: {type: string}}}
+"""
+
+PARAMS_POLICY = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: NAME}
+spec:
+  paramKind: {apiVersion: PARAMS, kind: KIND}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}
+    - {apiGroups: [example.com], apiVersions: [v1], operations: [CREATE], resources: [limits]}
+  validations:
+  - expression: "object.spec.replicas <= params.spec.replicas + 'x'"
+  - expression: "params.metadata.labels.all(k, k != '') && params.kind != 1"
+  - expression: "object.spec.containers.name == 'a'"
+"""
+
+
+def test_params_are_type_checked_against_the_param_kind_and_crds_are_checked(served: Serve) -> None:
+    """Upstream's type checker types ``params`` by the ``paramKind``'s schema (a built-in kind's
+    definition, a CRD's published schema: ObjectMeta for ``metadata``) for each matched kind,
+    custom resources' kinds among them; the warnings are upstream's, the policy is stored."""
+    kubectl(served, "apply", "-f", "-", stdin=LIMITS)
+    kubectl(served, "wait", "--for", "condition=established", "crd/limits.example.com", "--timeout=30s")
+    crd = PARAMS_POLICY.replace("NAME", "crd-params").replace("PARAMS", "example.com/v1").replace("KIND", "Limit")
+    assert "crd-params created" in kubectl(served, "apply", "-f", "-", stdin=crd)
+    got = yaml.safe_load(kubectl(served, "get", "validatingadmissionpolicy", "crd-params", "-o", "yaml"))
+    overload = ("ERROR: <input>:1:46: found no matching overload for '_+_' applied to '(int, string)'\n"
+                " | object.spec.replicas <= params.spec.replicas + 'x'\n"
+                " | .............................................^\n")
+    assert got["status"]["typeChecking"]["expressionWarnings"] == [
+        {"fieldRef": "spec.validations[0].expression",
+         "warning": f"apps/v1, Kind=Deployment: {overload}\nexample.com/v1, Kind=Limit: {overload}"},
+        {"fieldRef": "spec.validations[1].expression",
+         "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:55: found no matching overload for '_!=_' applied "
+                    "to '(string, int)'\n | params.metadata.labels.all(k, k != '') && params.kind != 1\n"
+                    " | ......................................................^\n\n"
+                    "example.com/v1, Kind=Limit: ERROR: <input>:1:55: found no matching overload for '_!=_' applied "
+                    "to '(string, int)'\n | params.metadata.labels.all(k, k != '') && params.kind != 1\n"
+                    " | ......................................................^\n"},
+        {"fieldRef": "spec.validations[2].expression",  # a list's field: refused for a kind with a schema
+         "warning": "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'containers'\n"
+                    " | object.spec.containers.name == 'a'\n | ...........^\n\n"
+                    "example.com/v1, Kind=Limit: ERROR: <input>:1:23: type 'list(Limit.spec.containers.@idx)' does "
+                    "not support field selection\n | object.spec.containers.name == 'a'\n"
+                    " | ......................^\n"}]
+    config_map = PARAMS_POLICY.replace("NAME", "cm-params").replace("PARAMS", "v1").replace("KIND", "ConfigMap")
+    assert "cm-params created" in kubectl(served, "apply", "-f", "-", stdin=config_map)
+    got = yaml.safe_load(kubectl(served, "get", "validatingadmissionpolicy", "cm-params", "-o", "yaml"))
+    assert [w["fieldRef"] for w in got["status"]["typeChecking"]["expressionWarnings"]] == [
+        "spec.validations[0].expression", "spec.validations[1].expression", "spec.validations[2].expression"]
+    first = got["status"]["typeChecking"]["expressionWarnings"][0]["warning"]
+    assert first.startswith("apps/v1, Kind=Deployment: ERROR: <input>:1:31: undefined field 'spec'\n"
+                            " | object.spec.replicas <= params.spec.replicas + 'x'\n"
+                            " | ..............................^\n\n")  # a ConfigMap has no spec
