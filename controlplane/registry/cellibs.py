@@ -26,8 +26,10 @@ Real CRDs need them: Gateway API's Gateway checks its infrastructure label keys 
   ``labelValue``, ``uri``, ``uuid``, ``byte``, ``date``, ``datetime``; ``<format>.validate(s)``
   is ``optional.none()`` for a valid ``s``, else the optional list of apimachinery's messages;
 - the optional syntax ``x.?f`` and ``x[?k]`` (rewritten by ``registry/celsyntax.py`` into
-  the ``_cp_*`` functions here); ``optional.of``, ``optional.none``, ``hasValue``,
-  ``value``, ``orValue``, ``or`` are the interpreter's own;
+  the ``_cp_*`` functions here), none of a null or a scalar as cel-go's presence test;
+  ``optional.of``, ``optional.none``, ``hasValue``, ``value``, ``orValue``, ``or`` are the
+  interpreter's own; ``has()`` as cel-go's presence test (``_cp_has``: false of a null or a
+  scalar), for the second evaluation after the interpreter's own failed (``expressions``);
 - the two-variable comprehensions (cel-go's ``ext.TwoVarComprehensions``, Kubernetes' since
   1.32): ``all``, ``exists``, ``existsOne`` with two variables, ``transformList``,
   ``transformMap``, ``transformMapEntry`` (rewritten by ``celsyntax`` onto the one-variable
