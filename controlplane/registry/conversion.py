@@ -57,6 +57,10 @@ _EVENT_FIELD_LABELS = {
     "metadata.namespace": "metadata.namespace", "metadata.name": "metadata.name",
 }
 _KEPT = ("metadata", "eventTime", "series", "action", "reason", "related", "type", "reportingInstance")
+# events.k8s.io/v1's metav1.Time/MicroTime fields, written as null when zero (Go's omitempty
+# does not omit a struct), and its strings that core/v1 writes empty and it omits
+_V1_TIMES = ("eventTime", "deprecatedFirstTimestamp", "deprecatedLastTimestamp")
+_V1_OMITTED_EMPTY = ("reportingController", "reportingInstance")
 
 
 class Conversion:
@@ -77,7 +81,10 @@ class Conversion:
         return out
 
     def from_storage(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """A stored object, in the served version's shape (core-only fields are dropped)."""
+        """A stored object, in the served version's shape (core-only fields are dropped), as
+        Go writes an events.k8s.io/v1 Event: its times always (a zero one ``null``: an event
+        written through core/v1 has ``eventTime: null``), its reporting strings only when
+        not empty (``omitempty`` here, where core/v1 writes ``""``)."""
         out: dict[str, Any] = {"apiVersion": self.served_api_version, "kind": self.kind}
         for k, v in obj.items():
             if k in ("apiVersion", "kind"):
@@ -86,6 +93,11 @@ class Conversion:
                 out[_BACK[k]] = v
             elif k in _KEPT:
                 out[k] = v
+        for k in _V1_TIMES:
+            out.setdefault(k, None)
+        for k in _V1_OMITTED_EMPTY:
+            if out.get(k) == "":
+                del out[k]
         return out
 
     def field_label(self, label: str) -> str | None:

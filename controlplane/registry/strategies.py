@@ -555,13 +555,34 @@ _PREPARERS["pods"] = _prepare_pod
 
 
 def _prepare_event(event: dict[str, Any], old: dict[str, Any] | None) -> Causes:
-    """An Event's source (events.k8s.io/v1: ``deprecatedSource``) is a struct, which Go
-    writes even when empty: ``{}``, never missing (the Python client reads a missing one
-    as None, where code reads ``event.source.component``)."""
-    key = "deprecatedSource" if event.get("apiVersion") == "events.k8s.io/v1" else "source"
-    if event.get(key) is None:
-        event[key] = {}
+    """An Event as Go writes it back: its source (events.k8s.io/v1: ``deprecatedSource``) is
+    a struct, which Go writes even when empty: ``{}``, never missing (the Python client reads
+    a missing one as None, where code reads ``event.source.component``); its times are
+    ``metav1.Time``/``MicroTime`` structs too, whose zero Go writes as ``null`` whatever the
+    ``omitempty``; and core/v1's ``reportingComponent`` and ``reportingInstance`` have no
+    ``omitempty``: ``""``. So a client reading a dict (kr8s, kopf) finds every one of them,
+    as against kube-apiserver (the events.k8s.io/v1 view: ``conversion.EventsV1``)."""
+    times: tuple[str, ...]
+    strings: tuple[str, ...]
+    if event.get("apiVersion") == "events.k8s.io/v1":
+        source, times, strings = "deprecatedSource", _EVENT_V1_TIMES, ()
+    else:
+        source, times, strings = "source", _EVENT_TIMES, _EVENT_STRINGS
+    if event.get(source) is None:
+        event[source] = {}
+    for field in times:
+        event.setdefault(field, None)
+    for field in strings:
+        if event.get(field) is None:
+            event[field] = ""
     return []
+
+
+# the Time and MicroTime fields of a core/v1 Event and of an events.k8s.io/v1 one (whose
+# eventTime is required), and core/v1's strings without omitempty
+_EVENT_TIMES = ("firstTimestamp", "lastTimestamp", "eventTime")
+_EVENT_V1_TIMES = ("deprecatedFirstTimestamp", "deprecatedLastTimestamp")
+_EVENT_STRINGS = ("reportingComponent", "reportingInstance")
 
 
 _PREPARERS["events"] = _prepare_event

@@ -18,7 +18,21 @@ def test_round_trip_keeps_every_events_v1_field() -> None:
     assert stored["apiVersion"] == "v1" and stored["kind"] == "Event"
     assert stored["involvedObject"] == NEW["regarding"] and stored["message"] == NEW["note"]
     assert stored["reportingComponent"] == "example.com/ctl" and "regarding" not in stored
-    assert EVENTS_V1.from_storage(stored) == NEW
+    # its times Go writes null when zero (``omitempty`` does not omit a struct)
+    assert EVENTS_V1.from_storage(stored) == {**NEW, "deprecatedFirstTimestamp": None, "deprecatedLastTimestamp": None}
+
+
+def test_a_core_event_without_event_time_reads_with_a_null_one() -> None:
+    """kube-apiserver writes every Time field of an events.k8s.io/v1 Event, ``null`` when zero,
+    and omits its empty reporting strings (``omitempty`` there; core/v1 writes them ``""``)."""
+    core = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x"}, "involvedObject": {"name": "p"},
+            "reason": "SuccessfulCreate", "message": "m", "source": {"component": "replicaset-controller"},
+            "firstTimestamp": "2026-11-30T08:00:00Z", "lastTimestamp": None,
+            "reportingComponent": "", "reportingInstance": ""}
+    got = EVENTS_V1.from_storage(core)
+    assert got["eventTime"] is None and got["deprecatedLastTimestamp"] is None
+    assert got["deprecatedFirstTimestamp"] == "2026-11-30T08:00:00Z"
+    assert "reportingController" not in got and "reportingInstance" not in got
 
 
 def test_a_core_event_reads_as_events_v1_with_deprecated_fields() -> None:

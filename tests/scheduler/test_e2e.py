@@ -101,12 +101,15 @@ def _as_kube_scheduler_writes_it(s: Serve) -> None:
         "apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "plain", "uid": pod_obj["metadata"]["uid"]}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", event["eventTime"])
     assert not {"series", "related"} & set(event) and event["deprecatedSource"] == {}  # a struct: Go writes it
-    assert not [k for k in event if k.startswith("deprecated") and k != "deprecatedSource"]
-    # the core/v1 view: upstream's conversion of it, no legacy timestamps or count, an empty source
+    # no legacy count; the legacy timestamps zero, which Go writes as null (a Time is a struct)
+    assert {k: event[k] for k in event if k.startswith("deprecated") and k != "deprecatedSource"} == {
+        "deprecatedFirstTimestamp": None, "deprecatedLastTimestamp": None}
+    # the core/v1 view: upstream's conversion of it, no legacy count (null timestamps), an empty source
     assert (core["message"], core["involvedObject"], core["eventTime"], core["reportingComponent"],
             core["reportingInstance"], core["action"]) == (event["note"], event["regarding"], event["eventTime"],
                                                           "default-scheduler", event["reportingInstance"], "Binding")
-    assert not {"firstTimestamp", "lastTimestamp", "count", "series"} & set(core) and core["source"] == {}
+    assert not {"count", "series"} & set(core) and core["source"] == {}
+    assert core["firstTimestamp"] is None and core["lastTimestamp"] is None
     # kubectl describe (core/v1 events, aged from eventTime, From the reporting controller)
     described = kubectl(s, "describe", "pod", "plain")
     line = f"Normal +Scheduled +{AGE} +default-scheduler +Successfully assigned default/plain to {node_name}"
