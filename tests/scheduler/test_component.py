@@ -72,3 +72,40 @@ async def test_an_unschedulable_pod_is_counted_under_its_result_label(
         await cluster.bound("small")
         assert _scraped("scheduled") == before["scheduled"] + 1
         assert _scraped("unschedulable") == before["unschedulable"] + 1  # a pod bound is no event for it
+
+
+async def test_the_loop_waits_for_bindings_rather_than_starting_a_cycle_per_queued_pod(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bindings slower than scheduling: at most twice ``bind_concurrency`` binding cycles are
+    past Permit at once (the rest of the pods stay queued, not as waiting tasks), and every
+    pod is bound once the bindings go through."""
+    release = asyncio.Event()
+
+    def slow_binds(s: scheduler_module.Scheduler) -> None:
+        s._binds = asyncio.Semaphore(2)  # bind_concurrency 2: the loop waits at 4 cycles past Permit
+        s.max_binding = 4
+        bind = s._bind
+
+        async def held(*args: object) -> object:
+            await release.wait()
+            return await bind(*args)  # type: ignore[arg-type]
+
+        s._bind = held  # type: ignore[method-assign,assignment]
+
+    async with running(tmp_path, monkeypatch, configure=slow_binds) as cluster:
+        sched = cluster.sched
+        await cluster.nodes(node("n1"))
+        await cluster.pods(*(pod(f"p{i}") for i in range(20)))
+        await cluster.until(lambda: sched.binding == 4)
+        seen = set()
+        for _ in range(20):  # the loop stays put while the bindings are held
+            seen.add(sched.binding)
+            await asyncio.sleep(0.01)
+        assert seen == {4} and sched.queue.pending_counts()["active"] == 16
+        release.set()
+
+        async def all_bound() -> bool:
+            return all((await cluster.placement()).values())
+
+        await cluster.until(all_bound)
+        assert sched.binding == 0
