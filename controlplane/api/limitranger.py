@@ -58,6 +58,11 @@ def _q(value: Any) -> Fraction | None:
         return None
 
 
+def _terminating(old: Obj | None) -> bool:
+    """Whether an update's stored object is being deleted (upstream's LimitRanger ignores it)."""
+    return old is not None and bool((old.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def _bounds(item: Obj, what: str, requests: dict[str, Any], limits: dict[str, Any], claim: bool = False) -> list[str]:
     """Upstream's messages for ``requests``/``limits`` (of a container, a pod or a claim) outside
     ``item`` (its minConstraint, maxConstraint and limitRequestRatioConstraint; for a ``claim``,
@@ -207,11 +212,13 @@ class LimitRanger:
             self._live.popitem(last=False)
         return found
 
-    async def admit(self, rtype: ResourceType, namespace: str | None, obj: Obj, annotate: bool = True) -> None:
+    async def admit(self, rtype: ResourceType, namespace: str | None, obj: Obj, annotate: bool = True,
+                    old: Obj | None = None) -> None:
         """Mutating admission: default a pod's resources from the namespace's ranges.
         ``annotate``: say what was defaulted in the pod's annotation (not on a resize, whose
-        strategy keeps nothing of the write but the containers' resources)."""
-        if rtype.group or rtype.plural != "pods" or not namespace:
+        strategy keeps nothing of the write but the containers' resources); ``old``: an
+        update's stored object (one being deleted is left alone, as upstream's)."""
+        if rtype.group or rtype.plural != "pods" or not namespace or _terminating(old):
             return
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
         ranges = await self._ranges_of(namespace) if spec is not None else []
@@ -220,13 +227,17 @@ class LimitRanger:
         items = [i for r in ranges for i in ((r.get("spec") or {}).get("limits") or ()) if isinstance(i, dict)]
         self._default(obj, spec, items, annotate)
 
-    async def validate(self, rtype: ResourceType, namespace: str | None, obj: Obj) -> None:
+    async def validate(self, rtype: ResourceType, namespace: str | None, obj: Obj, old: Obj | None = None) -> None:
         """Validating admission: a 403 when ``obj`` (a pod or claim, as the mutating admission
         left it: the policies' and webhooks' changes included) is outside the namespace's ranges.
         Upstream's plugin checks the bounds in its ``Validate``, after every mutating plugin,
         policy and webhook; a bound checked as the defaults are set refused a pod a mutating
-        policy would bring within it, and let through one it took out."""
-        if rtype.group or rtype.plural not in ("pods", "persistentvolumeclaims") or not namespace:
+        policy would bring within it, and let through one it took out. An update of an object
+        being deleted (``old`` has a deletionTimestamp) is not checked, as upstream's
+        ``runLimitFunc`` skips it: a terminating claim outside a range made since must still
+        have its finalizers taken off one at a time."""
+        if rtype.group or rtype.plural not in ("pods", "persistentvolumeclaims") or not namespace \
+                or _terminating(old):
             return
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else None
         ranges = await self._ranges_of(namespace) if spec is not None else []

@@ -1883,7 +1883,7 @@ class KubeApi:
         policies and webhooks."""
         built_in = None
         if rtype is self._pods and subresource == "resize" and self._limit_ranger is not None:
-            built_in = functools.partial(self._limit_ranger.admit, rtype, namespace, obj, annotate=False)
+            built_in = functools.partial(self._limit_ranger.admit, rtype, namespace, obj, annotate=False, old=old)
             await built_in()
         await self._mutating_admission(rtype, namespace, name, "UPDATE", obj, old, subresource, built_in=built_in)
 
@@ -1973,8 +1973,9 @@ class KubeApi:
         if self._limit_ranger is not None and (subresource == "resize" if rtype is self._pods else subresource is None):
             # LimitRanger's bounds: a pod's resize and a claim's update (upstream's SupportsAttributes: a
             # pod's other updates cannot change its resources; a claim's can, and its Validate checks the
-            # whole claim, so an update of a claim outside a range made since is refused too)
-            await self._limit_ranger.validate(rtype, namespace, obj)
+            # whole claim, so an update of a claim outside a range made since is refused too, unless
+            # it is being deleted)
+            await self._limit_ranger.validate(rtype, namespace, obj, old)
         await self._pod_security(rtype, namespace, name, obj, old, subresource)
         if self._claim_resize is not None and rtype is self._claim_resize.claims and subresource is None:
             await self._claim_resize.check(name, obj, old)  # PersistentVolumeClaimResize

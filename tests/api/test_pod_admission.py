@@ -72,7 +72,7 @@ async def test_a_limit_range_defaults_new_pods_and_refuses_those_outside_it(clie
 async def test_a_claims_update_is_held_to_the_ranges_made_since(client: Client) -> None:
     # upstream's LimitRanger validates a claim at its updates too (SupportsAttributes: Pods and
     # PersistentVolumeClaims, a pod's update only at resize), and checks the whole claim
-    claim = {"metadata": {"name": "data"}, "spec": {
+    claim = {"metadata": {"name": "data", "finalizers": ["example.com/hold"]}, "spec": {
         "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}}}
     await client.create(PVCS, claim)
     await client.create(LIMITS, {"metadata": {"name": "storage"}, "spec": {"limits": [
@@ -86,6 +86,11 @@ async def test_a_claims_update_is_held_to_the_ranges_made_since(client: Client) 
                                'PersistentVolumeClaim is 10Gi, but request is 20Gi')
     # its status is another subresource: not LimitRanger's
     await client.patch(f"{PVCS}/data/status", {"status": {"phase": "Pending"}}, patch_type="merge")
+    # a claim being deleted is not (upstream's runLimitFunc skips an old object with a deletion
+    # timestamp): its finalizers come off one at a time, or it would be held forever
+    await client.delete(f"{PVCS}/data")
+    left = await client.patch(f"{PVCS}/data", {"metadata": {"finalizers": ["example.com/hold"]}}, patch_type="merge")
+    assert left["metadata"]["finalizers"] == ["example.com/hold"] and left["metadata"]["deletionTimestamp"]
 
 
 async def test_a_pod_outside_several_ranges_is_told_the_first_ones_problems_once(client: Client) -> None:
