@@ -1386,51 +1386,56 @@ class KubeApi:
             current, cached = await self._current(rtype, key, fresh=attempt > 0)
             if current is None:
                 raise ApiError.not_found(rtype, name)
-            old = orjson.loads(current.value)
-            if uid and uid != old["metadata"].get("uid"):
-                if cached:
-                    continue  # the cache may still hold an object deleted and created again since
-                raise _precondition_failed(rtype, key, name, "UID", uid, old["metadata"].get("uid"))
-            if expected and expected != current.mod_revision:
-                if cached:
-                    continue  # perhaps only the cache is behind: ask the store
-                break
-            obj = _split_status(rtype, subresource, old, parsed if attempt == 0 else orjson.loads(pristine))
-            if rtype.custom is not None:
-                self.crds.prepare_resource(rtype, obj)
-            if manager is not None:
-                managedfields.record_write(rtype, old, obj, manager, subresource)
-            meta = obj["metadata"]
-            if _finalized(meta) and rtype is not self._namespaces:
-                return await self._finish(rtype, key, name, obj, current.mod_revision)
-            await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
-            if self.authorizer is not None and rtype.group == RBAC_GROUP:
-                await self._rbac_escalation(rtype, namespace, name, obj, old)
-            write = self._allocating(rtype, old)
-            self._admit(rtype, obj, old, subresource)
-            if write is not None:
-                await self._reserve(write, rtype, namespace, name, obj, old)
             try:
-                await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
-                if obj == old:  # an update that changes nothing writes nothing, as upstream
-                    await self._aborted(write)
+                old = orjson.loads(current.value)
+                if uid and uid != old["metadata"].get("uid"):
                     if cached:
-                        continue  # compared with the cache's version, which may be behind: with the store's
-                    return _object(current.value, current.mod_revision)
-                written = await self._replace(rtype, key, name, obj, current.mod_revision, old)
-            except store.Conflict:
-                await self._aborted(write)
-                if expected and not cached:
+                        continue  # the cache may still hold an object deleted and created again since
+                    raise _precondition_failed(rtype, key, name, "UID", uid, old["metadata"].get("uid"))
+                if expected and expected != current.mod_revision:
+                    if cached:
+                        continue  # perhaps only the cache is behind: ask the store
                     break
-                continue
-            except store.NotFound as e:
-                await self._aborted(write)
-                raise ApiError.not_found(rtype, name) from e
-            except BaseException:
-                await self._aborted(write)
+                obj = _split_status(rtype, subresource, old, parsed if attempt == 0 else orjson.loads(pristine))
+                if rtype.custom is not None:
+                    self.crds.prepare_resource(rtype, obj)
+                if manager is not None:
+                    managedfields.record_write(rtype, old, obj, manager, subresource)
+                meta = obj["metadata"]
+                if _finalized(meta) and rtype is not self._namespaces:
+                    return await self._finish(rtype, key, name, obj, current.mod_revision)
+                await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
+                if self.authorizer is not None and rtype.group == RBAC_GROUP:
+                    await self._rbac_escalation(rtype, namespace, name, obj, old)
+                write = self._allocating(rtype, old)
+                self._admit(rtype, obj, old, subresource)
+                if write is not None:
+                    await self._reserve(write, rtype, namespace, name, obj, old)
+                try:
+                    await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
+                    if obj == old:  # an update that changes nothing writes nothing, as upstream
+                        await self._aborted(write)
+                        if cached:
+                            continue  # compared with the cache's version, which may be behind: with the store's
+                        return _object(current.value, current.mod_revision)
+                    written = await self._replace(rtype, key, name, obj, current.mod_revision, old)
+                except store.Conflict:
+                    await self._aborted(write)
+                    if expected and not cached:
+                        break
+                    continue
+                except store.NotFound as e:
+                    await self._aborted(write)
+                    raise ApiError.not_found(rtype, name) from e
+                except BaseException:
+                    await self._aborted(write)
+                    raise
+                await self._settled(write, namespace, name, old, obj)
+                return written
+            except ApiError:
+                if cached:  # refused on the cache's version, which may be behind: again from the store's,
+                    continue  # as upstream's GuaranteedUpdate retries a failed update of a cached object
                 raise
-            await self._settled(write, namespace, name, old, obj)
-            return written
         raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                 "the latest version and try again")
 
@@ -1455,78 +1460,83 @@ class KubeApi:
             current, cached = await self._current(rtype, key, fresh=attempt > 0 or json_patch)
             if current is None:
                 raise ApiError.not_found(rtype, name)
-            # the patch sees the resourceVersion (kubectl's JSON patches test or replace it), as upstream
-            old = _object(current.value, current.mod_revision)
-            # obj shares with old what the patch leaves alone (a status patch's spec): the
-            # checks below skip those parts (identity), and what changes obj in place
-            # replaces a part rather than editing it, so that old stays the version stored
-            if patch_schema is not None:
-                obj = _strategic_merge_patch(old, patch, patch_schema)
-            elif json_patch:
-                obj = _json_patch(old, patch)
-            else:
-                check_merge_patch(rtype, patch)
-                obj = merge_patch(old, patch)
-            if not isinstance(obj, dict):
-                raise ApiError.bad_request("the patch must leave an object")
-            if not isinstance(obj.get("metadata"), dict):
-                obj["metadata"] = {}
-            elif obj["metadata"] is old["metadata"]:
-                obj["metadata"] = dict(old["metadata"])  # changed below
-            wanted = obj["metadata"].get("resourceVersion")
-            if wanted and wanted != str(current.mod_revision):  # a resourceVersion in the patch is a precondition
-                if cached:
-                    continue  # perhaps only the cache is behind: ask the store
-                raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
-                                        "the latest version and try again")
-            obj = check_object(rtype, obj, merge_patch=None if json_patch else body, stored=old,
-                               strategic=patch if patch_schema is not None else None,
-                               json_patch=(body, patch) if json_patch else None)
-            self._check_patched_identity(rtype, namespace, name, obj["metadata"], old["metadata"])
-            if patch_schema is None:  # (a strategic patch's result is typed through the unstructured converter,
-                check_patched_type_meta(self.registry, rtype, obj)  # which keeps any kind: the URL's is written)
-            obj = _split_status(rtype, subresource, old, obj)
-            if rtype.custom is not None:
-                self.crds.prepare_resource(rtype, obj)
-            if manager is not None:
-                managedfields.record_write(rtype, old, obj, manager, subresource)
-            meta = obj["metadata"]
-            meta.pop("resourceVersion", None)  # checked above: stored objects carry none
-            if _finalized(meta) and rtype is not self._namespaces:
-                meta["name"] = name
-                try:
-                    return await self._finish(rtype, key, name, obj, current.mod_revision)
-                except ApiError as e:
-                    if e.code != 409:
-                        raise
-                    continue  # another write came first (a kubelet's status): patch that version
-            meta["name"] = name
-            if rtype.namespaced:
-                meta["namespace"] = namespace
-            obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
-            await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
-            if self.authorizer is not None and rtype.group == RBAC_GROUP:
-                await self._rbac_escalation(rtype, namespace, name, obj, old)
-            write = self._allocating(rtype, old)
-            self._admit(rtype, obj, old, subresource)
-            if write is not None:
-                await self._reserve(write, rtype, namespace, name, obj, old)
             try:
-                await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
-                if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
-                    await self._aborted(write)
+                # the patch sees the resourceVersion (kubectl's JSON patches test or replace it), as upstream
+                old = _object(current.value, current.mod_revision)
+                # obj shares with old what the patch leaves alone (a status patch's spec): the
+                # checks below skip those parts (identity), and what changes obj in place
+                # replaces a part rather than editing it, so that old stays the version stored
+                if patch_schema is not None:
+                    obj = _strategic_merge_patch(old, patch, patch_schema)
+                elif json_patch:
+                    obj = _json_patch(old, patch)
+                else:
+                    check_merge_patch(rtype, patch)
+                    obj = merge_patch(old, patch)
+                if not isinstance(obj, dict):
+                    raise ApiError.bad_request("the patch must leave an object")
+                if not isinstance(obj.get("metadata"), dict):
+                    obj["metadata"] = {}
+                elif obj["metadata"] is old["metadata"]:
+                    obj["metadata"] = dict(old["metadata"])  # changed below
+                wanted = obj["metadata"].get("resourceVersion")
+                if wanted and wanted != str(current.mod_revision):  # a resourceVersion in the patch is a precondition
                     if cached:
-                        continue  # patched the cache's version, which may be behind: the store's
-                    return old
-                written = await self._replace(rtype, key, name, obj, current.mod_revision, old)
-            except store.Conflict:
-                await self._aborted(write)
-                continue
-            except BaseException:
-                await self._aborted(write)
+                        continue  # perhaps only the cache is behind: ask the store
+                    raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
+                                            "the latest version and try again")
+                obj = check_object(rtype, obj, merge_patch=None if json_patch else body, stored=old,
+                                   strategic=patch if patch_schema is not None else None,
+                                   json_patch=(body, patch) if json_patch else None)
+                self._check_patched_identity(rtype, namespace, name, obj["metadata"], old["metadata"])
+                if patch_schema is None:  # (a strategic patch's result is typed through the unstructured converter,
+                    check_patched_type_meta(self.registry, rtype, obj)  # which keeps any kind: the URL's is written)
+                obj = _split_status(rtype, subresource, old, obj)
+                if rtype.custom is not None:
+                    self.crds.prepare_resource(rtype, obj)
+                if manager is not None:
+                    managedfields.record_write(rtype, old, obj, manager, subresource)
+                meta = obj["metadata"]
+                meta.pop("resourceVersion", None)  # checked above: stored objects carry none
+                if _finalized(meta) and rtype is not self._namespaces:
+                    meta["name"] = name
+                    try:
+                        return await self._finish(rtype, key, name, obj, current.mod_revision)
+                    except ApiError as e:
+                        if e.code != 409:
+                            raise
+                        continue  # another write came first (a kubelet's status): patch that version
+                meta["name"] = name
+                if rtype.namespaced:
+                    meta["namespace"] = namespace
+                obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
+                await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
+                if self.authorizer is not None and rtype.group == RBAC_GROUP:
+                    await self._rbac_escalation(rtype, namespace, name, obj, old)
+                write = self._allocating(rtype, old)
+                self._admit(rtype, obj, old, subresource)
+                if write is not None:
+                    await self._reserve(write, rtype, namespace, name, obj, old)
+                try:
+                    await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
+                    if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
+                        await self._aborted(write)
+                        if cached:
+                            continue  # patched the cache's version, which may be behind: the store's
+                        return old
+                    written = await self._replace(rtype, key, name, obj, current.mod_revision, old)
+                except store.Conflict:
+                    await self._aborted(write)
+                    continue
+                except BaseException:
+                    await self._aborted(write)
+                    raise
+                await self._settled(write, namespace, name, old, obj)
+                return written
+            except ApiError:
+                if cached:  # refused on the cache's version, which may be behind: again from the store's,
+                    continue  # as upstream's GuaranteedUpdate retries a failed update of a cached object
                 raise
-            await self._settled(write, namespace, name, old, obj)
-            return written
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     async def _apply(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,

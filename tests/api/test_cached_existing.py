@@ -182,3 +182,29 @@ async def test_a_delete_an_admission_policy_denies_on_a_stale_version_is_judged_
         with pytest.raises(ApiError) as e:
             await c.get(f"{CMS}/locked")
         assert e.value.code == 404
+
+
+async def test_an_update_or_patch_refused_on_a_stale_version_is_judged_on_the_stores(tmp_path: Path) -> None:
+    """As upstream's GuaranteedUpdate, a write refused on the cache's version (which may be
+    behind) is tried again on the store's: here a terminating object's own deletionTimestamp,
+    sent back by an update and a patch, was 'field is immutable' against the version from
+    before the delete."""
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        first = await c.create(CMS, {**cm("held"), "metadata": {"name": "held", "finalizers": ["example.com/f"]}})
+        await c.delete(f"{CMS}/held")
+        terminating = await c.get(f"{CMS}/held")
+        serve_stale(app, "held", first)
+        body = {**terminating, "data": {"a": "1"}}
+        body["metadata"] = {k: v for k, v in terminating["metadata"].items() if k != "resourceVersion"}
+        assert (await c.update(f"{CMS}/held", body))["data"] == {"a": "1"}
+        patched = await c.patch(f"{CMS}/held", {"metadata": {
+            "deletionTimestamp": terminating["metadata"]["deletionTimestamp"]}, "data": {"a": "2"}})
+        assert patched["data"] == {"a": "2"}
+        # a refusal the store's version earns too still stands
+        with pytest.raises(ApiError) as e:
+            await c.patch(f"{CMS}/held", {"metadata": {"deletionGracePeriodSeconds": 30}})
+        assert e.value.code == 422
