@@ -1165,7 +1165,9 @@ class KubeApi:
             write = self._allocating(rtype, None)
         if rtype.custom is None:
             default(rtype.plural, obj)
-        for key in ("resourceVersion", "deletionTimestamp", "selfLink"):  # (selfLink: never stored, as upstream)
+        # (selfLink: never stored, as upstream; a deletion's timestamp and grace period both
+        # cleared, as BeforeCreate clears them: a live object with a grace period was stored)
+        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(key, None)
         if "status" in rtype.subresources and rtype.custom is not None:
             # dropped, as upstream's strategy drops it, before the pruning below: a schema

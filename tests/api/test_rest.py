@@ -204,6 +204,15 @@ async def test_a_self_link_is_never_stored(client: Client) -> None:
     assert "selfLink" not in (await client.get(f"{CMS}/cm"))["metadata"]
 
 
+async def test_a_create_clears_a_deletions_timestamp_and_grace_period(client: Client) -> None:
+    # as upstream's BeforeCreate: a new object is never being deleted (the grace period was kept)
+    created = await client.create(CMS, {"metadata": {"name": "fresh", "deletionTimestamp": "2020-01-01T00:00:00Z",
+                                                     "deletionGracePeriodSeconds": 3}})
+    stored = (await client.get(f"{CMS}/fresh"))["metadata"]
+    for meta in (created["metadata"], stored):
+        assert "deletionTimestamp" not in meta and "deletionGracePeriodSeconds" not in meta
+
+
 @pytest.mark.parametrize("name", ["default", "kube-system", "kube-public"])
 async def test_the_immortal_namespaces_may_not_be_deleted(client: Client, name: str) -> None:
     namespaces = resource_path("", "v1", "namespaces")
