@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from .structural import Cause, Schema, apply_defaults, prune, validate
@@ -144,7 +145,11 @@ def _go_v(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float) or (isinstance(value, int) and not -(1 << 63) <= value < 1 << 63):
         number = float(value)
-        return str(int(number)) if number.is_integer() and abs(number) < 1e21 else repr(number)
+        # the shortest digits that read back as the number, as Go's, then zeros (2^64 is
+        # 18446744073709552000, not the binary value's 18446744073709551616)
+        if number.is_integer() and abs(number) < 1e21:
+            return format(Decimal(repr(number)).normalize(), "f")
+        return repr(number)
     if isinstance(value, list):
         return "[" + " ".join(_go_v(v) for v in value) + "]"
     if isinstance(value, dict):

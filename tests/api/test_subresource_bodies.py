@@ -268,7 +268,10 @@ async def test_a_custom_resources_scale_paths_hold_int32s_as_upstreams_validator
             (2.5, ".spec.replicas: Invalid value: 0: .spec.replicas accessor error: 2.5 is of the type float64, "
                   "expected int64"),
             (-3, ".spec.replicas: Invalid value: -3: should be a non-negative integer"),
-            (1 << 40, ".spec.replicas: Invalid value: 1099511627776: should be less than or equal to 2147483647")):
+            (1 << 40, ".spec.replicas: Invalid value: 1099511627776: should be less than or equal to 2147483647"),
+            # past int64: a float64 to Go, printed in its shortest digits
+            (1 << 64, ".spec.replicas: Invalid value: 0: .spec.replicas accessor error: 18446744073709552000 is of "
+                      "the type float64, expected int64")):
         resp = await served.http.post(loose, json=item(replicas))
         message_of(resp, 422, "Invalid")
         assert [f"{c['field']}: {c['message']}" for c in resp.json()["details"]["causes"]] == [cause]
