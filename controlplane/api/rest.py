@@ -135,7 +135,8 @@ from .fieldvalidation import (
     request_scope,
     warning_headers,
 )
-from .gojson import interpret_error, summarize, syntax_error
+from .gojson import NumberOutOfRange, interpret_error, summarize, syntax_error
+from .gojson import loads as gojson_loads
 from .http1 import BODY_TIMEOUT, EXCHANGE_SCOPE_KEY, RECEIVED_SCOPE_KEY, Exchange
 from .leaserenewals import GROUP as RENEWALS_GROUP
 from .leaserenewals import RenewalPlans, renew_leases
@@ -1068,7 +1069,7 @@ class KubeApi:
     def _parse(self, rtype: ResourceType, body: bytes, name: str | None = None) -> dict[str, Any]:
         """The request's object; ``name``: the URL's, which an update's body must carry
         (upstream's ``checkName``, after decoding and before any validation)."""
-        obj = _decoded(rtype, body)
+        obj, body = _decoded(rtype, body)
         check_type_meta(self.registry, rtype, obj, body)
         # the keys set here were not in the body: the duplicate-key count must not see them
         added = ("kind" not in obj) + ("apiVersion" not in obj) + (obj.get("metadata") is None)
@@ -1087,7 +1088,7 @@ class KubeApi:
         ``body_type``: of another kind, a value of another type or, under Strict, an unknown
         field is their 400 (unknown fields otherwise dropped, with a warning under Warn);
         ``name``: an update's URL name, which the body must carry (``checkName``)."""
-        obj = _decoded(body_type, body)
+        obj, body = _decoded(body_type, body)
         check_type_meta(self.registry, body_type, obj, body, also=also)
         return check_object(body_type, obj, body, name=name)
 
@@ -3324,22 +3325,34 @@ def _include_object(query: dict[str, str]) -> str:
     return include
 
 
-def _decoded(rtype: ResourceType, body: bytes) -> dict[str, Any]:
-    """A create's or update's body as a JSON object; a body that is no JSON, or JSON of
-    another type, is 400 in kube-apiserver's words (``transformDecodeError`` of what its
-    serializer's ``Interpret`` said, in Go's ``encoding/json`` words, and the body's first
-    bytes): ``kubectl create --raw ... -f pod.yaml`` sends YAML as JSON."""
+def _decoded(rtype: ResourceType, body: bytes) -> tuple[dict[str, Any], bytes]:
+    """A create's or update's body as a JSON object, with the body to read it again from; a
+    body that is no JSON, or JSON of another type, is 400 in kube-apiserver's words
+    (``transformDecodeError`` of what its serializer's ``Interpret`` said, in Go's
+    ``encoding/json`` words, and the body's first bytes): ``kubectl create --raw ... -f pod.yaml``
+    sends YAML as JSON. What Go reads and orjson does not (invalid UTF-8, a lone surrogate
+    escape: U+FFFD; an integer past 64 bits) is read as Go reads it (``gojson.loads``), and the
+    body given back is that reading's JSON; a number past a float64's range is Go's refusal."""
     try:
         value = orjson.loads(body)
-    except orjson.JSONDecodeError as e:
-        if syntax_error(body) is None:  # (what Go reads but orjson does not: invalid UTF-8, ...)
-            raise ApiError.bad_request(f"the request body is not valid JSON: {e}") from e
-        value = None
+    except orjson.JSONDecodeError:
+        if syntax_error(body) is None:
+            try:
+                value = gojson_loads(body)
+            except NumberOutOfRange as e:
+                raise ApiError.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be handled as a '
+                                           f"{rtype.kind}: {e}") from None
+            if isinstance(value, dict):
+                return value, orjson.dumps(value)
+        else:
+            value = None
     else:
         if isinstance(value, dict):
-            return value
+            return value, body
         if value is None:
             raise ApiError.bad_request("the request body must be a JSON object")
+    if value is None and syntax_error(body) is None:
+        raise ApiError.bad_request("the request body must be a JSON object")
     raise ApiError.bad_request(f"the object provided is unrecognized (must be of type {rtype.kind}): "
                                f"{interpret_error(body, value)} ({summarize(body)})")
 

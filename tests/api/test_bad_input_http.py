@@ -448,6 +448,34 @@ async def test_a_patch_nested_past_orjsons_writer_is_a_400_not_a_500(served: Ser
     assert got["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
 
 
+async def test_a_create_or_update_body_is_read_as_gos_decoder_reads_it(served: Served) -> None:
+    """Invalid UTF-8 and a lone surrogate escape (what Python's json.dumps writes of a
+    surrogate-escaped str) are U+FFFD to Go's decoder, as a patch's already were: a create, an
+    update and an eviction were 400 in orjson's words (``no low surrogate in string``)."""
+    resp = await served.http.post(CMS, content=b'{"metadata": {"name": "odd"}, "data": {"a": "\\ud800", "b": "\xff"}}',
+                                  headers={"Content-Type": "application/json"})
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["data"] == {"a": "\ufffd", "b": "\ufffd"}
+    resp = await served.http.put(f"{CMS}/odd", content=b'{"metadata": {"name": "odd"}, "data": {"a": "\\udc00x"}}',
+                                 headers={"Content-Type": "application/json"})
+    assert resp.status_code == 200, resp.text
+    assert (await served.client.get(f"{CMS}/odd"))["data"] == {"a": "\ufffdx"}
+    # a number past a float64's range is still Go's refusal, and JSON of another type still unrecognized
+    resp = await served.http.post(CMS, content=b'{"metadata": {"name": "inf", "labels": {"a": "\xff"}}, "n": 1e400}',
+                                  headers={"Content-Type": "application/json"})
+    assert assert_status(resp, 400, "BadRequest")["message"] == (
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number 1e400 into Go '
+        "value of type float64")
+    resp = await served.http.post(CMS, content=b'["\xff"]', headers={"Content-Type": "application/json"})
+    assert assert_status(resp, 400, "BadRequest")["message"].startswith(
+        "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse "
+        "error: json: cannot unmarshal array")
+    deep = b"[" * 300 + b"]" * 300
+    resp = await served.http.post(CMS, content=b'{"metadata": {"name": "deep2"}, "x": "\xff", "y": ' + deep + b"}",
+                                  headers={"Content-Type": "application/json"})
+    assert assert_status(resp, 400, "BadRequest")["message"] == "the object is nested too deeply to be handled"
+
+
 async def test_a_cel_rules_failed_conversion_or_overflow_is_worded_as_cel_go(served: Served) -> None:
     # the interpreter's own words reached the client ("Function 'int' error: string parse
     # error: invalid digit found in string. Check function arguments and their types.")
