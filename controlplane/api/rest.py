@@ -1433,12 +1433,12 @@ class KubeApi:
                 except BaseException:
                     await self._aborted(write)
                     raise
-                await self._settled(write, namespace, name, old, obj)
-                return written
             except ApiError:
                 if cached:  # refused on the cache's version, which may be behind: again from the store's,
                     continue  # as upstream's GuaranteedUpdate retries a failed update of a cached object
                 raise
+            await self._settled(write, namespace, name, old, obj)  # (written: never tried again)
+            return written
         raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                 "the latest version and try again")
 
@@ -1534,12 +1534,12 @@ class KubeApi:
                 except BaseException:
                     await self._aborted(write)
                     raise
-                await self._settled(write, namespace, name, old, obj)
-                return written
             except ApiError:
                 if cached:  # refused on the cache's version, which may be behind: again from the store's,
                     continue  # as upstream's GuaranteedUpdate retries a failed update of a cached object
                 raise
+            await self._settled(write, namespace, name, old, obj)  # (written: never tried again)
+            return written
         raise ApiError.conflict(rtype, name, "too many concurrent writers; try again")
 
     async def _apply(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes,
