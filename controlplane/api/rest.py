@@ -64,6 +64,7 @@ from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
 from ..registry.managedfields import SCALE_TYPE
 from ..registry.observedgeneration import keep_observed_generations
+from ..registry.podcertificates import go_time
 from ..registry.podspec import pair_ips, qos_class
 from ..registry.podvalidation import label_key_problems
 from ..registry.resize import resize_causes, resized_spec
@@ -3548,7 +3549,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     # ValidateObjectMetaUpdate refuses one the write sets otherwise (a live object's made
     # terminating by a PUT or patch: it was dropped, and the write went ahead)
     causes = [{"reason": "FieldValueInvalid", "field": f"metadata.{field}",
-               "message": f"Invalid value: {orjson.dumps(meta[field]).decode()}: field is immutable"}
+               "message": f"Invalid value: {_shown_meta_value(meta[field])}: field is immutable"}
               for field in ("deletionTimestamp", "deletionGracePeriodSeconds")
               if meta.get(field) is not None and meta[field] != old_meta.get(field)
               and not (field == "deletionTimestamp" and old_meta.get(field))]
@@ -3565,6 +3566,18 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     elif (rtype.group, rtype.plural) in STEPPED_FROM_ZERO and _generation_moves(rtype, old, new):
         meta["generation"] = int(old_meta.get("generation") or 0) + 1
     return new
+
+
+def _shown_meta_value(value: Any) -> str:
+    """A deletion's timestamp or grace period as ``field.Invalid`` shows it: a ``*metav1.Time``
+    by its ``String()`` (``2001-01-01 00:00:00 +0000 UTC``, a Stringer's pointer kept), a
+    number bare."""
+    if isinstance(value, str):
+        try:
+            return go_time(datetime.fromisoformat(value.replace("Z", "+00:00")))
+        except ValueError:
+            return go_quote(value)
+    return orjson.dumps(value).decode()
 
 
 def _json_patch_operations(patch: Any) -> list[Any]:
