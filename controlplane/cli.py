@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import re
 import signal
@@ -49,14 +50,25 @@ _GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def _duration(text: str) -> float:
-    """Seconds, from a number of seconds or a Go duration (``5m``, ``1m30s``, ``500ms``)."""
+    """Seconds, from a number of seconds or a Go duration (``5m``, ``1m30s``, ``500ms``): finite,
+    not negative (a period of ``nan`` or ``-1`` is nothing a timer can wait)."""
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
-        pass
-    if not _GO_DURATION.match(text):
+        if not _GO_DURATION.match(text):
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (seconds, or as 5m, 90s, 1h)") from None
+        return sum(float(n) * _GO_UNITS[unit] for n, _, unit in re.findall(r"(\d+(\.\d*)?|\.\d+)(h|ms|m|s)", text))
+    if not (math.isfinite(seconds) and seconds >= 0):
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (seconds, or as 5m, 90s, 1h)")
-    return sum(float(n) * _GO_UNITS[unit] for n, _, unit in re.findall(r"(\d+(\.\d*)?|\.\d+)(h|ms|m|s)", text))
+    return seconds
+
+
+def _period(text: str) -> float:
+    """A duration that a loop waits between its rounds: more than zero (zero would spin it)."""
+    seconds = _duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"not a period: {text!r} (more than zero: seconds, or as 5m, 90s, 1h)")
+    return seconds
 
 
 def _fraction(text: str) -> float:
@@ -224,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "Gone; 0 never compacts (default: 5m)")
     lifecycle = serve.add_argument_group(
         "node lifecycle controller", "kube-controller-manager's flags of the same names (docs/nodes.md)")
-    lifecycle.add_argument("--node-monitor-period", type=_duration, default=5.0, metavar="DURATION",
+    lifecycle.add_argument("--node-monitor-period", type=_period, default=5.0, metavar="DURATION",
                            help="how often every node's health is checked (default: 5s)")
     lifecycle.add_argument("--node-monitor-grace-period", type=_duration, default=50.0, metavar="DURATION",
                            help="a node whose Lease and status have not moved for this long turns Ready Unknown "
@@ -253,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--terminated-pod-gc-threshold", type=int, default=12_500, metavar="N",
                        help="finished pods (Succeeded or Failed) kept before the pod garbage collector deletes "
                             "the oldest, as kube-controller-manager's flag; 0 or less: never (default: %(default)s)")
-    serve.add_argument("--horizontal-pod-autoscaler-sync-period", type=_duration, default=15.0, metavar="DURATION",
+    serve.add_argument("--horizontal-pod-autoscaler-sync-period", type=_period, default=15.0, metavar="DURATION",
                        help="how often each HorizontalPodAutoscaler is reconciled, and how long a new or changed "
                             "one waits for its first reconcile, as kube-controller-manager's flag (default: 15s)")
     accounts = serve.add_argument_group("service account tokens", "as kube-apiserver's flags of the same names")

@@ -348,6 +348,20 @@ def test_serve_flags_reach_the_config() -> None:
     assert config.server_url == "https://127.0.0.1:7000"
 
 
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--crash-loop-backoff", "nan", "not a duration: 'nan'"),
+    ("--crash-loop-backoff", "-1", "not a duration: '-1'"),
+    ("--etcd-compaction-interval", "inf", "not a duration: 'inf'"),
+    ("--horizontal-pod-autoscaler-sync-period", "0", "not a period: '0'"),  # the loop would spin
+    ("--node-monitor-period", "0s", "not a period: '0s'"),
+])
+def test_a_duration_flag_refuses_what_no_timer_can_wait(flag: str, value: str, said: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.build_parser().parse_args(["serve", flag, value])
+    assert e.value.code == 2 and said in capsys.readouterr().err
+
+
 def test_serve_provisions_volumes_for_every_class_unless_told() -> None:
     """A cluster runs the provisioners of the classes it has: by default the simulated one
     stands in for every one; a list, or '' (the CSIDriver ones only), narrows it."""
