@@ -268,6 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--horizontal-pod-autoscaler-sync-period", type=_period, default=15.0, metavar="DURATION",
                        help="how often each HorizontalPodAutoscaler is reconciled, and how long a new or changed "
                             "one waits for its first reconcile, as kube-controller-manager's flag (default: 15s)")
+    serve.add_argument("--horizontal-pod-autoscaler-cpu-initialization-period", type=_duration, default=300.0,
+                       metavar="DURATION",
+                       help="how long after a pod's start its CPU counts for an autoscaler only once the pod has "
+                            "been ready for a whole metric window (15 s), as kube-controller-manager's flag "
+                            "(default: 5m)")
     accounts = serve.add_argument_group("service account tokens", "as kube-apiserver's flags of the same names")
     accounts.add_argument("--service-account-issuer", action="append", default=[], metavar="ISSUER",
                           help="the iss of the tokens issued; repeat it to accept tokens of earlier issuers too "
@@ -489,6 +494,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             crash_backoff_max=args.crash_loop_max_backoff,
             terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
             hpa_sync_period=args.horizontal_pod_autoscaler_sync_period,
+            hpa_cpu_initialization_period=args.horizontal_pod_autoscaler_cpu_initialization_period,
             watch_cache_snapshot=args.watch_cache_snapshot,
             log_level=args.log_level,
             workers=args.workers,

@@ -169,6 +169,9 @@ class Config:
     # seconds between a HorizontalPodAutoscaler's reconciles, and before a new or changed one's first
     # (kube-controller-manager's --horizontal-pod-autoscaler-sync-period)
     hpa_sync_period: float = 15.0
+    # seconds after a pod's start during which its CPU counts for a HorizontalPodAutoscaler only once
+    # it has been ready for a whole metric window (--horizontal-pod-autoscaler-cpu-initialization-period)
+    hpa_cpu_initialization_period: float = 300.0
     # seconds between the pod garbage collector's sweeps (upstream's gcCheckPeriod, a constant
     # there); tests shorten it
     pod_gc_check_period: float = 20.0

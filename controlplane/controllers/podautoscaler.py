@@ -37,6 +37,7 @@ from controlplane.quantity import QuantityError, format_quantity, nanos
 from .events import Recorder
 from .ownership import key_of, meta_of
 from .replicacalc import (
+    CPU_INITIALIZATION_PERIOD,
     DOWNSCALE_STABILIZATION,
     Limited,
     MetricError,
@@ -85,9 +86,11 @@ def _split(api_version: str) -> tuple[str, str]:
 
 
 class PodAutoscaler:
-    def __init__(self, client: Client, period: float | None = None, workers: int = 2) -> None:
+    def __init__(self, client: Client, period: float | None = None, workers: int = 2,
+                 cpu_initialization: float = CPU_INITIALIZATION_PERIOD) -> None:
         self.client = client
         self.period = SYNC_PERIOD if period is None else period
+        self.cpu_initialization = cpu_initialization
         self.workers = workers
         self.queue = WorkQueue()
         self.events = Recorder(client, "horizontal-pod-autoscaler")
@@ -312,7 +315,8 @@ class PodAutoscaler:
                         raise MetricError("the target average value must be positive")
                 proposal = resource_replicas(current, pod_items, usage, resource, container=container, now=now,
                                              metric_time=_metric_time(metrics),
-                                             window=_window_seconds(_first(metrics).get("window")), **kw)
+                                             window=_window_seconds(_first(metrics).get("window")),
+                                             cpu_initialization=self.cpu_initialization, **kw)
             except (MetricError, ApiError) as e:
                 reason = "FailedGetContainerResourceMetric" if container else "FailedGetResourceMetric"
                 if isinstance(e, ApiError):
@@ -418,5 +422,6 @@ def _longest_period(behavior: Any) -> float:
 
 async def start(client: Client, config: Config) -> None:
     """The component entry point (``controlplane/components.py``)."""
-    await PodAutoscaler(client, period=config.hpa_sync_period).run()
+    await PodAutoscaler(client, period=config.hpa_sync_period,
+                        cpu_initialization=config.hpa_cpu_initialization_period).run()
 

@@ -148,7 +148,8 @@ class ResourceProposal:
 
 
 def _group(pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], resource: str, now: float,
-           metric_time: float, window: float) -> tuple[int, set[str], set[str], set[str]]:
+           metric_time: float, window: float,
+           cpu_initialization: float = CPU_INITIALIZATION_PERIOD) -> tuple[int, set[str], set[str], set[str]]:
     """(ready count, unready, missing, ignored) pod names: upstream's groupPods."""
     ready = 0
     unready: set[str] = set()
@@ -175,7 +176,7 @@ def _group(pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], resource
                 continue
             is_ready = condition.get("status") == "True"
             changed = _time(condition.get("lastTransitionTime")) or start
-            if start + CPU_INITIALIZATION_PERIOD > now:
+            if start + cpu_initialization > now:
                 # recently started: measured fairly only once ready for a whole metric window
                 if not is_ready or metric_time < changed + window:
                     unready.add(name)
@@ -190,14 +191,17 @@ def _group(pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], resource
 def resource_replicas(current: int, pods: Sequence[Mapping[str, Any]], usage: Mapping[str, int], resource: str,
                       *, target_utilization: int | None = None, target_average: int | None = None,
                       container: str | None = None, tolerance: float = DEFAULT_TOLERANCE,
-                      now: float, metric_time: float, window: float) -> ResourceProposal:
+                      now: float, metric_time: float, window: float,
+                      cpu_initialization: float = CPU_INITIALIZATION_PERIOD) -> ResourceProposal:
     """The replica count one Resource (or ContainerResource) metric asks for.
 
     ``usage``: pod name -> usage in billionths (as ``pod_requests``); exactly one of the
-    targets is given (a percentage of requests, or an average value in billionths)."""
+    targets is given (a percentage of requests, or an average value in billionths).
+    ``cpu_initialization``: seconds after its start during which a pod's CPU counts only once
+    it has been ready for a whole metric ``window``."""
     if not pods:
         raise MetricError("no pods returned by selector while calculating replica count")
-    ready, unready, missing, ignored = _group(pods, usage, resource, now, metric_time, window)
+    ready, unready, missing, ignored = _group(pods, usage, resource, now, metric_time, window, cpu_initialization)
     measured = {n: v for n, v in usage.items() if n not in unready and n not in ignored}
     counted = {str((p.get("metadata") or {}).get("name")): p for p in pods}
     if not measured or not any(n in counted for n in measured):

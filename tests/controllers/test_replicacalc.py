@@ -80,6 +80,18 @@ def test_unready_pods_are_taken_as_idle_when_scaling_up() -> None:
     assert replicas(4, pods, {"a": 30 * M, "b": 30 * M, "new": 0}, target_utilization=25) == 4
 
 
+def test_a_shorter_cpu_initialization_period_counts_a_fresh_ready_pod() -> None:
+    # started 20 s ago, ready for 5: unready within the default 5 minutes, counted past a 10 s period
+    # (serve --horizontal-pod-autoscaler-cpu-initialization-period)
+    pods = [pod("a"), pod("new", started_ago=20, ready_ago=5)]
+    usage = {"a": 200 * M, "new": 200 * M}
+    assert replicas(2, pods, usage) == 4  # (200% + 0) / 2 over a 50% target: 2 pods x 2
+    assert replicas(2, pods, usage, cpu_initialization=10.0) == 8  # 200% each: 2 pods x 4
+    # an unready pod past the period is still unready, as ever
+    assert replicas(2, [pod("a"), pod("new", started_ago=20, ready=False, ready_ago=20)], usage,
+                    cpu_initialization=10.0) == 4
+
+
 def test_deleted_and_failed_pods_are_ignored() -> None:
     pods = [pod("a"), pod("gone", deletionTimestamp="2026-01-01T00:00:00Z"), pod("failed", phase="Failed")]
     assert replicas(3, pods, {"a": 100 * M, "gone": 500 * M, "failed": 500 * M}) == 2

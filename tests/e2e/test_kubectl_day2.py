@@ -25,7 +25,12 @@ from tests.test_cli import Serve, running, start_serve
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    with running(start_serve(tmp_path_factory.mktemp("day2"), scheduler=True, extra=("--nodes", "2"))) as s:
+    # (autoscalers reconciled every 4 s, not 15, and the pods' CPU counted once they are ready,
+    # not once ready for a whole 15 s metric window: kube-controller-manager's flags; the test of a
+    # new autoscaler then has its measured first sync 4 s after its create)
+    with running(start_serve(tmp_path_factory.mktemp("day2"), scheduler=True,
+                             extra=("--nodes", "2", "--horizontal-pod-autoscaler-sync-period", "4s",
+                                    "--horizontal-pod-autoscaler-cpu-initialization-period", "0s"))) as s:
         yield s
 
 

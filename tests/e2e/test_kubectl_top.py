@@ -35,9 +35,11 @@ spec:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    # (autoscalers reconciled every 4 s, not 15: kube-controller-manager's flag)
+    # (autoscalers reconciled every 4 s, not 15, and the pods' CPU counted once they are ready,
+    # not once ready for a whole 15 s metric window: kube-controller-manager's flags)
     with running(start_serve(tmp_path_factory.mktemp("top"), scheduler=True,
-                             extra=("--nodes", "2", "--horizontal-pod-autoscaler-sync-period", "4s"))) as s:
+                             extra=("--nodes", "2", "--horizontal-pod-autoscaler-sync-period", "4s",
+                                    "--horizontal-pod-autoscaler-cpu-initialization-period", "0s"))) as s:
         kubectl(s, "apply", "-f", "-", stdin=DEPLOYMENT)
         kubectl(s, "rollout", "status", "deployment/busy", "--timeout=60s")
         yield s
