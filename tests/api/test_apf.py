@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -620,7 +621,12 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
         held = _hold(served.port, "alice-token")
         waiting = _hold(served.port, "alice-token")
         try:
-            time.sleep(0.3)
+            # until the level holds them both, one executing and one queued (the administrator is exempt)
+            deadline = time.monotonic() + 10
+            while ["tiny,", "1,", "false,", "false,", "1,", "1"] not in [line.split() for line in admin.get(
+                    "/debug/api_priority_and_fairness/dump_priority_levels").text.splitlines()]:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
             r = alice.get("/api/v1/namespaces/default/configmaps")
             assert r.status_code == 429
             assert r.headers["Retry-After"] == "1"
@@ -679,12 +685,23 @@ def test_over_a_socket_with_kubectl_and_the_official_client(tmp_path: Path) -> N
                 [str(KUBECTL), "--kubeconfig", str(served.kubeconfig), "--cache-dir", str(tmp_path / "cache"),
                  "get", "configmaps", "-n", "default", "--v=6"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            time.sleep(2.5)
-            assert kubectl.poll() is None  # still trying
+            logged: list[str] = []
+            reader = threading.Thread(target=lambda: logged.extend(kubectl.stderr or ()), daemon=True)
+            reader.start()
+            # refused, and refused again after the Retry-After wait: still trying
+            deadline = time.monotonic() + 30
+            while sum("429 Too Many Requests" in line for line in list(logged)) < 2:
+                assert time.monotonic() < deadline and kubectl.poll() is None, "".join(logged)
+                time.sleep(0.05)
+            assert kubectl.poll() is None
         finally:
             held.close()
             waiting.close()
-        out, err = kubectl.communicate(timeout=60)
+        kubectl.wait(timeout=60)
+        reader.join(10)
+        assert kubectl.stdout is not None and kubectl.stderr is not None
+        with kubectl.stdout, kubectl.stderr:
+            out, err = kubectl.stdout.read(), "".join(logged)
         assert out == ""
         assert kubectl.returncode == 0, err
         assert "429 Too Many Requests" in err, err  # its log of the refused tries
