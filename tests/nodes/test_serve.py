@@ -25,7 +25,7 @@ async def _ready(client: Client, node: str) -> bool:
 
 
 async def test_serve_with_nodes_runs_pods_and_renews_leases(tmp_path: Path) -> None:
-    serve = start_serve(tmp_path, port=28301, extra=("--nodes", "3"))
+    serve = start_serve(tmp_path, extra=("--nodes", "3"))
     cli: subprocess.Popen[bytes] | None = None
     try:
         serve.wait_ready()
