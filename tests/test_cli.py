@@ -11,6 +11,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import stat
 import subprocess
 import sys
@@ -224,6 +225,20 @@ def _whoami(served: Serve, token: str) -> httpx.Response:
                       json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
 
 
+@contextlib.contextmanager
+def _idle_tls_connection(s: Serve) -> Iterator[ssl.SSLSocket]:
+    """A TLS connection to ``s`` that made one keep-alive request and was left idle."""
+    context = ssl.create_default_context()  # (the tests' CA, through SSL_CERT_FILE)
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1", suppress_ragged_eofs=False) as tls:
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b"ok"):
+            answer += tls.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer
+        yield tls
+
+
 def test_serve_exits_cleanly_and_restarts_on_its_data(tmp_path: Path) -> None:
     from tests.conftest import TEST_PKI
 
@@ -239,7 +254,14 @@ def test_serve_exits_cleanly_and_restarts_on_its_data(tmp_path: Path) -> None:
                             timeout=10, json={"spec": {}})
         account_token = issued.json()["status"]["token"]
         assert _whoami(first, account_token).status_code == 201
-        assert first.stop(signal.SIGTERM) == 0, first.output()
+        with _idle_tls_connection(first) as idle:
+            stopping = time.monotonic()
+            assert first.stop(signal.SIGTERM) == 0, first.output()
+            # an idle keep-alive client that is not reading (this one) does not hold the shutdown for
+            # its grace period (GRACEFUL_SHUTDOWN_SECONDS): closed at once, as Go's server closes it,
+            # with a close_notify (an abrupt close raises SSLEOFError here)
+            assert time.monotonic() - stopping < cli.GRACEFUL_SHUTDOWN_SECONDS
+            assert idle.recv(1) == b""
     finally:
         if first.proc.poll() is None:
             first.proc.kill()

@@ -435,10 +435,17 @@ class ServerProtocol(asyncio.Protocol):
 
     # -- uvicorn's server --------------------------------------------------------------
     def shutdown(self) -> None:
-        """Graceful shutdown: close an idle connection now, a busy one after its response."""
+        """Graceful shutdown: close an idle connection now, a busy one after its response.
+
+        An idle TLS connection closes as Go's ``tls.Conn.Close`` closes kube-apiserver's: its
+        close_notify alert sent, the socket closed without waiting for the client's. Waiting,
+        an idle client that was not reading held the shutdown for its whole grace period."""
         if self.current is None:
-            if self.transport is not None:
-                self.transport.close()
+            transport = self.transport
+            if transport is not None:
+                transport.close()  # (writes the alert now, if TLS)
+                if transport.get_extra_info("ssl_object") is not None:
+                    asyncio.get_running_loop().call_soon(transport.abort)
         else:
             self.current.keep_alive = False
             for ex in self.waiting:
