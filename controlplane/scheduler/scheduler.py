@@ -98,14 +98,7 @@ class _Waiting:
 class Scheduler:
     """One profile's scheduler over one API client (see the module docstring).
 
-    ``bind_concurrency`` bounds the binding cycles in flight (each is one API write), and
-    the scheduling loop waits while as many again wait for a slot: a pod goes from the
-    queue to a binding cycle no faster than bindings complete. Without that, a server
-    slower than the scheduler left tens of thousands of binding tasks (their coroutines,
-    contexts, futures and cycle states) waiting, which the cyclic collector walked again and
-    again (gen-1 pauses of half a second in the components' process, seen in ``million``);
-    in the queue a pod costs nothing of the kind. Pods waiting at Permit (a gang's quorum)
-    are not counted: they hold no slot and their siblings must still be scheduled.
+    ``bind_concurrency`` bounds the binding cycles in flight (each is one API write).
     """
 
     def __init__(self, client: Client, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
@@ -124,10 +117,6 @@ class Scheduler:
         self.success_events = success_events
         self.events = EventRecorder(self.writer, scheduler_name, self.spawn)
         self._binds = asyncio.Semaphore(bind_concurrency)
-        self.max_binding = 2 * bind_concurrency  # binding cycles past Permit before the loop waits
-        self.binding = 0  # binding cycles past Permit, binding or waiting for a slot
-        self._bind_room = asyncio.Event()
-        self._bind_room.set()
         self.fwk = Profile.build(self, registry, profile, percentage_of_nodes_to_score)
         self.gang: GangScheduling | None = self.fwk.get("GangScheduling")  # type: ignore[assignment]
         self.queue = SchedulingQueue(pre_enqueue=self.fwk.pre_enqueue, events=self.fwk.events)
@@ -464,8 +453,6 @@ class Scheduler:
         try:
             last_yield = time.perf_counter()
             while True:
-                if not self._bind_room.is_set():
-                    await self._bind_room.wait()  # as many binding cycles as may be in flight, twice over
                 pod = await self.queue.pop()
                 await self.schedule_one(pod)
                 now = time.perf_counter()
@@ -535,10 +522,7 @@ class Scheduler:
             return
         if waiting is not None and not waiting.pending:
             waiting.future.set_result(None)
-        counted = waiting is None or waiting.future.done()
-        if counted:  # past Permit now: counted before the loop takes the next pod
-            self._binding_entered()
-        self.spawn(self._binding_cycle(state, pod, name, waiting, cycle, counted))
+        self.spawn(self._binding_cycle(state, pod, name, waiting, cycle))
 
     async def _unschedulable(self, state: CycleState, pod: PodInfo, fit: FitError, cycle: int) -> None:
         message = fit.message()
@@ -652,7 +636,7 @@ class Scheduler:
             log.debug("pod %s: condition not written: %r", pod.key, e)
 
     async def _binding_cycle(self, state: CycleState, pod: PodInfo, node: str, waiting: _Waiting | None,
-                             cycle: int, counted: bool) -> None:
+                             cycle: int) -> None:
         # The bound on writes in flight is taken after Permit: members of gangs waiting there hold
         # no slot, so a quorum can always complete.
         if waiting is not None:
@@ -661,20 +645,12 @@ class Scheduler:
                 waiting.timer.cancel()
             self._waiting.pop(pod.key, None)
             if verdict is not None:
-                if counted:
-                    self._binding_done()
                 self._unreserve(state, pod, node)
                 if pod.group:
                     self._park_siblings(pod, verdict.message)
                 self._failed(pod, verdict, cycle, verdict.message)
                 return
-        if not counted:  # allowed at Permit after a wait
-            self._binding_entered()
-        try:
-            await self._binds.acquire()
-        except BaseException:
-            self._binding_done()
-            raise
+        await self._binds.acquire()
         try:
             for p in self.fwk.pre_bind:
                 s = await p.pre_bind(state, pod, node)
@@ -704,17 +680,6 @@ class Scheduler:
             self._failed(pod, Status(Code.ERROR, str(e)), cycle, f"binding rejected: {e}")
         finally:
             self._binds.release()
-            self._binding_done()
-
-    def _binding_entered(self) -> None:
-        self.binding += 1
-        if self.binding >= self.max_binding:
-            self._bind_room.clear()
-
-    def _binding_done(self) -> None:
-        self.binding -= 1
-        if self.binding < self.max_binding:
-            self._bind_room.set()
 
     async def _bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         for p in self.fwk.bind:
