@@ -13,6 +13,7 @@ is given none; authentication reads it back with ``read_token_file``.
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import secrets
 from collections.abc import Callable
@@ -25,6 +26,7 @@ __all__ = [
     "MASTERS_GROUP",
     "TokenEntry",
     "TokenFileError",
+    "ensure_generated_admin",
     "find_admin",
     "format_token_csv",
     "new_admin",
@@ -112,6 +114,23 @@ def write_token_file(path: Path, entries: list[TokenEntry]) -> None:
 def new_admin(user: str = "admin") -> TokenEntry:
     """A fresh member of ``system:masters`` with a random 256-bit token."""
     return TokenEntry(token=secrets.token_urlsafe(32), user=user, uid=user, groups=(MASTERS_GROUP,))
+
+
+def ensure_generated_admin(path: Path, warn: Callable[[str], None] | None = None) -> TokenEntry:
+    """The admin of the generated token file ``path``, added to it if it has none.
+
+    Servers sharing a state directory (``--workers``, replicas over one etcd sharing a
+    volume) may start together: the read and the write are done under an exclusive lock
+    on ``path``'s ``.lock`` sibling, so they agree on one admin, as on one CA."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        entries = read_token_file(path, warn) if path.exists() else []
+        admin = find_admin(entries)
+        if admin is None:
+            admin = new_admin()
+            write_token_file(path, [*entries, admin])
+        return admin
 
 
 def find_admin(entries: list[TokenEntry]) -> TokenEntry | None:
