@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import ipaddress
 import logging
 import math
 import os
@@ -71,6 +72,27 @@ def _period(text: str) -> float:
     return seconds
 
 
+_DNS_LABEL = re.compile(r"(\*|[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)\Z")
+
+
+def _tls_sans(text: str) -> list[str]:
+    """``--tls-san``'s names: IP addresses, or DNS names (lowercase labels; a wildcard first label)."""
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"no name in {text!r}")
+    for name in names:
+        try:
+            ipaddress.ip_address(name)
+            continue
+        except ValueError:
+            pass
+        labels = name.split(".")
+        if (len(name) > 253 or not all(_DNS_LABEL.match(label) for label in labels)
+                or "*" in labels[1:]):
+            raise argparse.ArgumentTypeError(f"{name!r} is neither an IP address nor a DNS name")
+    return names
+
+
 def _fraction(text: str) -> float:
     """A probability: a number from 0 to 1."""
     try:
@@ -117,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "into pki/ beside DATA_DIR)")
     serve.add_argument("--tls-private-key-file", metavar="PEM", type=Path, default=None,
                        help="the key of --tls-cert-file")
+    serve.add_argument("--tls-san", metavar="NAMES", dest="tls_sans", action="extend", default=[],
+                       type=_tls_sans,
+                       help="more DNS names or IP addresses the generated serving certificate covers, "
+                            "comma-separated or repeated, as k3s's flag: the names other machines or "
+                            "containers reach this server by (replicas sharing pki/ should be given the same)")
     serve.add_argument("--client-ca-file", metavar="PEM", type=Path, default=None,
                        help="authenticate a client certificate this CA signed as its subject's CN, in the "
                             "groups of its O entries, as kube-apiserver's flag (default: the generated CA, which "
@@ -471,6 +498,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             tls=args.tls,
             tls_cert_file=args.tls_cert_file,
             tls_private_key_file=args.tls_private_key_file,
+            tls_sans=tuple(args.tls_sans),
             client_ca_file=args.client_ca_file,
             authorization_mode=args.authorization_mode,
             admission_webhooks=args.admission_webhooks,
@@ -589,7 +617,7 @@ def prepare_tls(config: Config) -> Tls | None:
         return Tls(config.tls_cert_file, config.tls_private_key_file, config.tls_cert_file.read_bytes(), client_ca)
     from .pki import ensure_serving_pki
 
-    pki = ensure_serving_pki(config.pki_dir, config.host)
+    pki = ensure_serving_pki(config.pki_dir, config.host, config.tls_sans)
     if client_ca is None and config.http_protocol == "controlplane":
         # the generated CA is the cluster's, as kubeadm's and kind's ca.crt: kube-apiserver's
         # --client-ca-file and kube-controller-manager's --cluster-signing-cert-file, so the
@@ -623,17 +651,14 @@ def prepare_credentials(config: Config, ca_pem: bytes | None = None) -> tuple[Co
     import dataclasses
 
     from .kubeconfig import write_kubeconfig
-    from .tokens import find_admin, new_admin, read_token_file, write_token_file
+    from .tokens import TokenEntry, ensure_generated_admin, find_admin, read_token_file
 
     # warned here, once at start, as kube-apiserver warns when it reads the file
     warn = logging.getLogger("controlplane.tokens").warning
+    admin: TokenEntry | None
     if config.token_auth_file is None:
         path = config.generated_token_file
-        entries = read_token_file(path, warn) if path.exists() else []
-        admin = find_admin(entries)
-        if admin is None:
-            admin = new_admin()
-            write_token_file(path, [*entries, admin])
+        admin = ensure_generated_admin(path, warn)
         config = dataclasses.replace(config, token_auth_file=path)
     else:
         path = config.token_auth_file

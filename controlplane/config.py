@@ -183,6 +183,9 @@ class Config:
     tls: bool = True
     tls_cert_file: Path | None = None
     tls_private_key_file: Path | None = None
+    # more names (DNS names or IP addresses) the generated serving certificate covers, as
+    # k3s's --tls-san: the names other machines or containers reach the server by
+    tls_sans: tuple[str, ...] = ()
     # kube-apiserver's --client-ca-file: a client certificate this CA signed authenticates
     # its subject (CN the user, O the groups); None: client certificates are not asked for
     client_ca_file: Path | None = None
@@ -260,6 +263,9 @@ class Config:
             raise ValueError("--tls-cert-file and --tls-private-key-file go together")
         if self.tls_cert_file is not None and not self.tls:
             raise ValueError("--tls-cert-file contradicts --no-tls")
+        if self.tls_sans and (self.tls_cert_file is not None or not self.tls):
+            raise ValueError("--tls-san names what the generated certificate covers: it contradicts "
+                             + ("--tls-cert-file" if self.tls else "--no-tls"))
         if self.client_ca_file is not None and not self.tls:
             raise ValueError("--client-ca-file contradicts --no-tls (client certificates are a TLS handshake's)")
         if self.client_ca_file is not None and self.http_protocol != "controlplane":

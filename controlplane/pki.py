@@ -34,6 +34,7 @@ import fcntl
 import ipaddress
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,29 +63,33 @@ class ServingPki:
     key_file: Path
 
 
-def serving_names(host: str) -> tuple[list[str], list[str]]:
-    """The DNS names and IP addresses the serving certificate must cover for ``--host``."""
+def serving_names(host: str, extra: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The DNS names and IP addresses the serving certificate must cover for ``--host``
+    and the ``--tls-san`` names ``extra`` (a wildcard address covers no name of its own)."""
     dns, ips = list(SERVICE_NAMES), ["127.0.0.1", "::1"]
-    if host and host not in ("0.0.0.0", "::"):
+    wanted = [host] if host and host not in ("0.0.0.0", "::") else []
+    for name in [*wanted, *extra]:
         try:
-            ip = str(ipaddress.ip_address(host))
+            ip = str(ipaddress.ip_address(name))
             if ip not in ips:
                 ips.append(ip)
         except ValueError:
-            if host not in dns:
-                dns.append(host)
+            if name not in dns:
+                dns.append(name)
     return dns, ips
 
 
-def ensure_serving_pki(directory: Path, host: str) -> ServingPki:
+def ensure_serving_pki(directory: Path, host: str, extra_names: Sequence[str] = ()) -> ServingPki:
     """The CA and serving certificate in ``directory``, made or renewed as needed.
 
     Servers sharing a state directory may start together: the work is done
-    under an exclusive lock on ``directory/.lock``, so they agree on one CA."""
+    under an exclusive lock on ``directory/.lock``, so they agree on one CA. They
+    should be given the same ``host`` and ``extra_names``: a certificate that does
+    not cover a server's names is issued again, for its names alone."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _ensure_locked(directory, host)
+        return _ensure_locked(directory, host, extra_names)
 
 
 def ensure_service_account_key(directory: Path) -> Path:
@@ -156,7 +161,7 @@ def _write_service_account_key(directory: Path) -> None:
                                                         serialization.NoEncryption()))
 
 
-def _ensure_locked(directory: Path, host: str) -> ServingPki:
+def _ensure_locked(directory: Path, host: str, extra_names: Sequence[str]) -> ServingPki:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -194,7 +199,7 @@ def _ensure_locked(directory: Path, host: str) -> ServingPki:
         write_private(pki.ca_file, ca_cert.public_bytes(pem))
         pki.cert_file.unlink(missing_ok=True)  # signed by the old CA, if any
 
-    dns, ips = serving_names(host)
+    dns, ips = serving_names(host, extra_names)
     if pki.cert_file.exists() and pki.key_file.exists():
         cert = x509.load_pem_x509_certificate(pki.cert_file.read_bytes())
         try:

@@ -520,6 +520,63 @@ def test_prepare_credentials_adds_an_admin_to_the_generated_file(tmp_path: Path)
     assert read_token_file(config.generated_token_file) == [alice, admin]
 
 
+def test_servers_starting_together_agree_on_one_generated_admin(tmp_path: Path) -> None:
+    # replicas sharing a state directory (a volume over one etcd, --workers) may start at
+    # once: each must read the file under the lock, and find the admin another wrote
+    # while it waited, rather than write its own over it
+    import fcntl
+
+    from controlplane.tokens import TokenEntry
+
+    path = tmp_path / "state" / "tokens.csv"
+    path.parent.mkdir()
+    code = ("import sys; from pathlib import Path; from controlplane.tokens import ensure_generated_admin; "
+            "print(ensure_generated_admin(Path(sys.argv[1])).token)")
+    with open(str(path) + ".lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another server, between its read and its write
+        child = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True)
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=1.0)  # it waits for the lock
+        theirs = TokenEntry("their-token", "admin", "admin", ("system:masters",))
+        write_token_file(path, [theirs])
+    out, _ = child.communicate(timeout=30)
+    assert out.strip() == "their-token"
+    assert read_token_file(path) == [theirs]
+
+
+def test_tls_san_names_join_the_generated_certificate(tmp_path: Path) -> None:
+    from cryptography import x509
+
+    parser = cli.build_parser()
+    args = parser.parse_args(["serve", "--host", "0.0.0.0", "--data-dir", str(tmp_path / "data"),
+                              "--tls-san", "apiserver-1,API.example.com", "--tls-san", "10.1.2.3",
+                              "--tls-san", "*.apiserver.local"])
+    config = cli._config_from_args(parser, args)
+    assert config.tls_sans == ("apiserver-1", "api.example.com", "10.1.2.3", "*.apiserver.local")
+    tls = cli.prepare_tls(config)
+    assert tls is not None
+    cert = x509.load_pem_x509_certificate(tls.cert_file.read_bytes())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {"apiserver-1", "api.example.com", "*.apiserver.local", "localhost"} <= set(
+        san.get_values_for_type(x509.DNSName))
+    assert {"10.1.2.3", "127.0.0.1"} <= {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "--tls-san", "under_score"],
+    ["serve", "--tls-san", "a.*.b"],
+    ["serve", "--tls-san", ","],
+    ["serve", "--tls-san", "x", "--no-tls"],
+    ["serve", "--tls-san", "x", "--tls-cert-file", "c.pem", "--tls-private-key-file", "k.pem"],
+])
+def test_tls_san_refuses_what_no_certificate_can_name(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    parser = cli.build_parser()
+    with pytest.raises(SystemExit) as exc:
+        cli._config_from_args(parser, parser.parse_args(argv))
+    assert exc.value.code == 2
+    assert "--tls-san" in capsys.readouterr().err
+
+
 def test_cli_module_imports_nothing_heavy() -> None:
     # `controlplane serve` must listen within a second: the server's heavy
     # dependencies load only once the socket is bound.
