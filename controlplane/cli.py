@@ -692,11 +692,11 @@ def prepare_service_account_keys(config: Config) -> None:
 
 
 def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    import logging
 
     config = _config_from_args(parser, args)
-    logging.basicConfig(level=config.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .logsetup import configure as configure_logging
+
+    configure_logging(config.log_level)
     respawned = os.environ.pop(WORKER_PORT_ENV, None)
     if respawned is not None:
         return _respawned_worker(config, int(respawned))

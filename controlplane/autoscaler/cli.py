@@ -43,9 +43,10 @@ def add_parser(sub: Any) -> None:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import asyncio
-    import logging
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ..logsetup import configure as configure_logging
+
+    configure_logging(args.log_level)
     if args.latency_scale < 0 or args.batch_idle <= 0 or args.batch_max < args.batch_idle:
         print("controlplane autoscaler: error: need --latency-scale >= 0 and 0 < --batch-idle <= --batch-max",
               file=sys.stderr)

@@ -114,9 +114,10 @@ def add_parser(sub: Any) -> None:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     import asyncio
-    import logging
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ..logsetup import configure as configure_logging
+
+    configure_logging(args.log_level)
     if args.count < 0:
         print("controlplane nodes: error: --count must be >= 0", file=sys.stderr)
         return 2

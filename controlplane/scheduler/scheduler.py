@@ -706,7 +706,6 @@ class Scheduler:
 
 async def start(client: Client, config: Config) -> None:
     """The component starter of ``controlplane serve`` (components.py)."""
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per binding otherwise
     await Scheduler(client).run()
 
 
@@ -716,11 +715,11 @@ def main(kubeconfig: str | Path, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME
     health checks on ``metrics_address`` (metricsserver.py; None: not served)."""
     import signal
 
+    from ..logsetup import configure as configure_logging
     from ..metrics import SCHEDULER_METRICS, component_registry
     from ..metricsserver import AddressInUse, listen, serving
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    configure_logging(log_level)
     try:
         sock = listen("controlplane scheduler", metrics_address)
     except AddressInUse as e:
