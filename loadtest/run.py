@@ -398,6 +398,15 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
     worker_cmd = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port),
                   "--loglevel", "WARNING"]
     devnull = subprocess.DEVNULL
+    if expect > args.processes:
+        # for `python -m loadtest worker --plan` elsewhere; written before the master starts, so
+        # that a worker which waits for the master to listen reads this run's plan, never one an
+        # earlier run left (it holds the credentials: mode 0600)
+        from controlplane.files import write_private
+
+        from .worker import PLAN_FILE, plan_document
+
+        write_private(out / PLAN_FILE, json.dumps(plan_document(env, master_port)).encode())
     # process groups of their own: a terminal's Ctrl-C (SIGINT to its foreground process group) reaches
     # the harness alone, which then ends the load the way a run ends, so that the master still writes its
     # results (a master that got the terminal's SIGINT and then the harness's was killed before it wrote
@@ -415,7 +424,10 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         print("loadtest: waiting for remote workers; on each machine run:\n  "
               + " ".join(f"{k}={shlex.quote(v)}" for k, v in remote.items()) + " LOADTEST_WORKER=$(hostname) "
               + shlex.join(["python", "-m", "locust", "-f", "loadtest/locustfiles/scenario.py", "--worker",
-                            "--master-host", "THIS_HOST", "--master-port", str(master_port)]), file=sys.stderr)
+                            "--master-host", "THIS_HOST", "--master-port", str(master_port)])
+              + "\nor, with a copy of (or a volume holding) the plan this run wrote:\n  "
+              + shlex.join(["python", "-m", "loadtest", "worker", "--plan", str(out / "worker-plan.json"),
+                            "--master-host", "THIS_HOST"]), file=sys.stderr)
         for note in _remote_notes(args.master_bind_host, target):
             print(f"loadtest: note: {note}", file=sys.stderr)
 
@@ -630,6 +642,7 @@ def terminated_by_signals() -> Iterator[None]:
 _OUTPUTS = ("locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv", "locust_exceptions.csv",
             "locust.json", "locust-master.log", "locust-master.err", "locust-workers.json", "server.jsonl",
             "metrics-first.prom", "metrics-last.prom", "plan.json", "run.json", "summary.json", "report.html", ".stop",
+            "worker-plan.json",
             *(f"{name}.png" for name in report.PLOTS))
 
 
@@ -1142,11 +1155,17 @@ def main(argv: list[str] | None = None) -> int:
                      help="exit 0 when only SLO verdicts failed, as run's option")
     sub.add_parser("scenarios", help="list the scenarios")
     sub.add_parser("harness-rate", help="the harness's own request rate per worker core", add_help=False)
+    sub.add_parser("worker", help="a Locust worker for a run whose master is elsewhere (its worker-plan.json)",
+                   add_help=False)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["harness-rate"]:
         from .harnessrate import main as harness_rate
 
         return harness_rate(argv[1:])
+    if argv[:1] == ["worker"]:
+        from .worker import main as worker
+
+        return worker(argv[1:])
     args = p.parse_args(argv)
     if args.command == "report":
         if not args.dir.is_dir() or not any((args.dir / f).exists() for f in ("plan.json", "run.json", "locust.json")):
