@@ -62,6 +62,14 @@ def syntax_error(data: bytes) -> str | None:
     state = "begin"
     i, n = 0, len(data)
     while i < n:
+        # a run of bytes that leaves the state as it is, skipped in one step (most of a large
+        # body is string contents, digits and indentation)
+        run = _RUNS.get(state)
+        if run is not None:
+            skipped = run(data, i)  # (a run may be empty: it always matches)
+            i = skipped.end() if skipped is not None else i
+            if i >= n:
+                break
         c = data[i]
         i += 1
         if state in ("begin", "begin_or_empty"):
@@ -210,6 +218,14 @@ def syntax_error(data: bytes) -> str | None:
         return None
     return _EOF
 
+
+# the states in which a run of these bytes changes nothing: string contents (no quote,
+# backslash or control byte), whitespace between tokens, a number's digits
+_STRING_RUN = re.compile(rb'[^"\\\x00-\x1f]*').match
+_SPACE_RUN = re.compile(rb"[ \t\r\n]*").match
+_DIGIT_RUN = re.compile(rb"[0-9]*").match
+_RUNS = {"string": _STRING_RUN, "int": _DIGIT_RUN, "frac": _DIGIT_RUN, "exp": _DIGIT_RUN,
+         **dict.fromkeys(("begin", "begin_or_empty", "key_or_empty", "key", "end", "top"), _SPACE_RUN)}
 
 # the states within true, false and null: (the literal, the byte expected, the next state)
 _LITERALS: dict[str, tuple[str, int, str]] = {
