@@ -37,8 +37,11 @@ Requests that are not HTTP/1.x-parseable get a 400 and the connection closes (a 
 parsing, a bad chunk size, too, if its request has not been answered);
 request heads larger than ``MAX_HEAD`` get a 431, and a head still incomplete
 ``HEAD_TIMEOUT`` after it began closes the connection (both as kube-apiserver). ``Upgrade`` requests
-(websocket ``exec``) are answered as plain requests with ``connection: close``, then the
-connection closes: nothing here speaks websocket or SPDY.
+are answered as plain requests with ``connection: close``, then the connection closes (websocket
+``exec``: no SPDY here), unless the app upgrades the exchange to a websocket (``accept_websocket``:
+a watch, ``api/websocket.py``): its response is then a 101 and its body's lines are text frames,
+ended with a close frame; the client's frames are read (a ping answered, a close ending the
+exchange's ``receive`` with ``http.disconnect``).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from typing import Any
 import httptools
 
 from ..metrics import HTTP_WRITE_BLOCKED_SECONDS, HTTP_WRITE_BLOCKS
+from . import websocket
 from .auditid import new_audit_id
 
 __all__ = ["BODY_TIMEOUT", "CLIENT_CERT_SCOPE_KEY", "EXCHANGE_SCOPE_KEY", "HEAD_TIMEOUT", "HIGH_WATER", "MAX_HEAD",
@@ -157,7 +161,8 @@ class Exchange:
 
     __slots__ = ("proto", "scope", "keep_alive", "expect_continue", "head_request", "http10",
                  "chunks", "buffered", "body_done", "delivered", "waiter", "body_deadline",
-                 "started", "head", "chunked", "remaining", "done", "disconnected", "audit_id")
+                 "started", "head", "chunked", "remaining", "done", "disconnected", "audit_id",
+                 "ws_head", "ws_partial", "ws_closed")
 
     def __init__(self, proto: ServerProtocol, scope: dict[str, Any], keep_alive: bool,
                  expect_continue: bool) -> None:
@@ -182,6 +187,11 @@ class Exchange:
         self.done = False
         self.disconnected = False
         self.audit_id = b""  # the request's own Audit-ID header, if it sent one
+        # upgraded to a websocket (accept_websocket): its 101 head, a body line not yet ended,
+        # and whether the client sent its close frame
+        self.ws_head: bytes | None = None
+        self.ws_partial = b""
+        self.ws_closed = False
 
     def wake(self) -> None:
         w = self.waiter
@@ -199,7 +209,7 @@ class Exchange:
                 if self.body_done:
                     self.delivered = True
                 return {"type": "http.request", "body": body, "more_body": not self.body_done}
-            if self.disconnected or self.done:
+            if self.disconnected or self.done or self.ws_closed:
                 return {"type": "http.disconnect"}
             if self.expect_continue and not self.started and not self.body_done:
                 self.expect_continue = False
@@ -218,6 +228,44 @@ class Exchange:
                 self.waiter = None
                 if expiry is not None:
                     expiry.cancel()
+
+    # -- websocket ---------------------------------------------------------------------
+    @property
+    def websocket_requested(self) -> bool:
+        """Whether the request asks for a websocket (and the response has not started)."""
+        return not self.started and websocket.requested(self.scope["headers"])
+
+    def accept_websocket(self) -> tuple[int, bytes, bytes] | None:
+        """Upgrade this exchange to a websocket: its response's start writes the 101 head, and each
+        line of its body goes out as a text frame. None when upgraded; else the handshake's
+        refusal (status, extra head lines, body), which the app answers instead, plainly."""
+        handshake = websocket.Handshake(self.scope["method"], self.scope["headers"])
+        if handshake.refusal is None:
+            self.ws_head = handshake.head
+            self.keep_alive = False
+        return handshake.refusal
+
+    def ws_received(self, frames: list[tuple[int, bytes]]) -> None:
+        """The client's frames: a ping is answered; a close ends the exchange's ``receive``."""
+        for opcode, payload in frames:
+            if opcode == websocket.PING and not self.done:
+                self.proto.write(websocket.frame(payload, websocket.PONG))
+            elif opcode == websocket.CLOSE:
+                self.ws_closed = True
+                self.wake()
+
+    def _ws_frames(self, body: bytes) -> bytes:
+        """A body's complete lines as text frames, one a line with its newline (as kube-apiserver's
+        watch sends each event); a line's unfinished end waits for the rest."""
+        if self.ws_partial:
+            body = self.ws_partial + body
+        end = body.rfind(b"\n") + 1
+        self.ws_partial = body[end:]
+        if not end:
+            return b""
+        lines = body[:end].split(b"\n")
+        lines.pop()  # (after the last newline: nothing)
+        return b"".join([websocket.frame(line + b"\n") for line in lines])
 
     # -- ASGI send ---------------------------------------------------------------------
     async def send(self, message: dict[str, Any]) -> None:
@@ -241,7 +289,11 @@ class Exchange:
             HTTP_WRITE_BLOCKED_SECONDS.inc(time.perf_counter() - blocked)
         if self.disconnected:
             return
-        if self.head_request:
+        if self.ws_head is not None:
+            data = self._ws_frames(body) if body else b""
+            if not more:
+                data += websocket.close_frame()
+        elif self.head_request:
             data = self.head or b""
         elif self.chunked:
             data = b"%x\r\n%s\r\n" % (len(body), body) if body else b""
@@ -267,15 +319,30 @@ class Exchange:
         """Whether ``send_now`` can write: the response has started chunked (a stream) and is not
         over, the client is there, and the connection's send buffer is below its high-water mark
         (else ``send`` would wait for it to drain)."""
-        return self.chunked and not self.done and not self.disconnected and not self.proto.write_paused
+        return ((self.chunked or (self.ws_head is not None and self.started)) and not self.done
+                and not self.disconnected and not self.proto.write_paused)
 
     def send_now(self, body: bytes) -> None:
-        """``send`` of one more part of a chunked body, done now, without the loop; only while
-        ``writable``."""
-        if body:
+        """``send`` of one more part of a chunked body (a websocket's lines), done now, without the
+        loop; only while ``writable``."""
+        if not body:
+            return
+        if self.ws_head is not None:
+            data = self._ws_frames(body)
+            if data:
+                self.proto.write(data)
+        else:
             self.proto.write(b"%x\r\n%s\r\n" % (len(body), body))
 
     def _start(self, status: int, headers: Any) -> None:
+        if self.ws_head is not None:
+            if status != 200:
+                raise RuntimeError(f"a websocket's response starts with 200, not {status}")
+            self.started = True
+            self.expect_continue = False
+            if not self.disconnected:
+                self.proto.write(self.ws_head)
+            return
         lines = [STATUS_LINES[status], _DEFAULTS.of(self.proto.server_state.default_headers)]
         length = -1
         chunked_asked = False
@@ -362,6 +429,7 @@ class ServerProtocol(asyncio.Protocol):
         self._drain: asyncio.Future[None] | None = None
         self.closed = False
         self.upgraded = False
+        self.ws_reader: websocket.FrameReader | None = None  # after an Upgrade request's head
         # the request being parsed
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
@@ -406,14 +474,18 @@ class ServerProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_active = self.loop.time()
         if self.upgraded:
-            return  # what follows an Upgrade request's head is another protocol's
+            self._upgraded_data(data)  # what follows an Upgrade request's head is another protocol's
+            return
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
+        except httptools.HttpParserUpgrade as e:
             self.upgraded = True
             if self.reading is not None:  # the head is all there is of it
                 self.reading.keep_alive = False
                 self.on_message_complete()
+            offset = e.args[0] if e.args and isinstance(e.args[0], int) else len(data)
+            if offset < len(data):
+                self._upgraded_data(data[offset:])
         except httptools.HttpParserError as e:  # a callback's own error comes as its __context__
             if isinstance(e.__context__, _HeadTooLarge):
                 self._refuse(431, "Request Header Fields Too Large")
@@ -422,6 +494,21 @@ class ServerProtocol(asyncio.Protocol):
             return
         if self._in_head and self._head_timer is None:  # a head in parts: it gets a deadline
             self._head_timer = self.loop.call_at(self._head_began + self.head_timeout, self._head_expired)
+
+    def _upgraded_data(self, data: bytes) -> None:
+        """Bytes after an Upgrade request's head: a websocket's frames, read once the exchange is one
+        (a client sends none before the 101); anything else is dropped."""
+        if self.ws_reader is None:
+            self.ws_reader = websocket.FrameReader()
+        try:
+            frames = self.ws_reader.feed(data)
+        except ValueError:
+            if self.transport is not None:
+                self.transport.close()
+            return
+        ex = self.current
+        if ex is not None and ex.ws_head is not None:
+            ex.ws_received(frames)
 
     def eof_received(self) -> bool | None:
         return None  # the transport closes when the client half-closes, as with uvicorn's protocol

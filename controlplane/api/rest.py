@@ -2786,6 +2786,20 @@ class KubeApi:
         deadline = time.monotonic() + _watch_timeout(query)
         options = watch_options(rtype, namespace, query, deadline, legacy_path, name)
         stream = await self.reads.watch(rtype, namespace, options)
+        if exchange is not None and exchange.websocket_requested:
+            # served over a websocket, as upstream's watch handler serves one (api/websocket.py);
+            # the handshake's own refusals are x/net's bare answers, after the watch was made
+            refused = exchange.accept_websocket()
+            if refused is not None:
+                await stream.aclose()
+                code, head, text = refused
+                headers = [(b"content-type", b"text/plain; charset=utf-8")]
+                if head:
+                    header, _, value = head.strip().partition(b": ")
+                    headers.append((header, value))
+                await send({"type": "http.response.start", "status": code, "headers": headers})
+                await send({"type": "http.response.body", "body": text})
+                return
         first = [True]
 
         def line(item: WatchItem) -> bytes:
