@@ -37,11 +37,14 @@ Requests that are not HTTP/1.x-parseable get a 400 and the connection closes (a 
 parsing, a bad chunk size, too, if its request has not been answered);
 request heads larger than ``MAX_HEAD`` get a 431, and a head still incomplete
 ``HEAD_TIMEOUT`` after it began closes the connection (both as kube-apiserver). ``Upgrade`` requests
-are answered as plain requests with ``connection: close``, then the connection closes (websocket
-``exec``: no SPDY here), unless the app upgrades the exchange to a websocket (``accept_websocket``:
-a watch, ``api/websocket.py``): its response is then a 101 and its body's lines are text frames,
-ended with a close frame; the client's frames are read (a ping answered, a close ending the
-exchange's ``receive`` with ``http.disconnect``).
+for a websocket or SPDY are answered as plain requests with ``connection: close``, then the
+connection closes (websocket ``exec``: no SPDY here), unless the app upgrades the exchange to a
+websocket (``accept_websocket``: a watch, ``api/websocket.py``): its response is then a 101 and its
+body's lines are text frames, ended with a close frame; the client's frames are read (a ping
+answered, a close ending the exchange's ``receive`` with ``http.disconnect``). An Upgrade to
+anything else (``h2c``, which Java's HttpClient asks for on every request over cleartext, a body
+too) is ignored, as Go's server ignores it (RFC 9110 allows it): the request is read whole, body
+included, and the connection stays open.
 """
 
 from __future__ import annotations
@@ -412,10 +415,7 @@ class ServerProtocol(asyncio.Protocol):
         self.app_state = app_state
         self.idle_timeout: float = config.timeout_keep_alive
         self.root_path: str = config.root_path
-        self.parser = httptools.HttpRequestParser(self)
-        with contextlib.suppress(AttributeError):  # (httptools < 0.6.3 has no leniencies)
-            # a response to the first of pipelined requests even if the client half-closed
-            self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+        self.parser = _parser(self)
         self.transport: asyncio.Transport | None = None
         self.server: tuple[str, int] | None = None
         self.client: tuple[str, int] | None = None
@@ -430,6 +430,8 @@ class ServerProtocol(asyncio.Protocol):
         self.closed = False
         self.upgraded = False
         self.ws_reader: websocket.FrameReader | None = None  # after an Upgrade request's head
+        self.headed: Exchange | None = None  # the last request whose head was parsed
+        self.resuming = False  # a new parser reads the head that stands in for an ignored Upgrade's
         # the request being parsed
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
@@ -479,11 +481,17 @@ class ServerProtocol(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as e:
+            offset = e.args[0] if e.args and isinstance(e.args[0], int) else len(data)
+            ex = self.headed
+            if ex is not None and not _switches(ex.scope["headers"]):
+                self._ignore_upgrade(ex)
+                if offset < len(data):
+                    self.data_received(data[offset:])
+                return
             self.upgraded = True
             if self.reading is not None:  # the head is all there is of it
                 self.reading.keep_alive = False
                 self.on_message_complete()
-            offset = e.args[0] if e.args and isinstance(e.args[0], int) else len(data)
             if offset < len(data):
                 self._upgraded_data(data[offset:])
         except httptools.HttpParserError as e:  # a callback's own error comes as its __context__
@@ -494,6 +502,31 @@ class ServerProtocol(asyncio.Protocol):
             return
         if self._in_head and self._head_timer is None:  # a head in parts: it gets a deadline
             self._head_timer = self.loop.call_at(self._head_began + self.head_timeout, self._head_expired)
+
+    def _ignore_upgrade(self, ex: Exchange) -> None:
+        """Read on as HTTP/1.1 after the head of ``ex``, an Upgrade this server does not take.
+        httptools stopped at the head (its upgrade skips the body, and it has completed the
+        message): a new parser is given a head of the same framing in its place, so that it reads
+        the body into ``ex`` and then the requests after it."""
+        headers = ex.scope["headers"]
+        framing = b"Content-Length: 0\r\n"
+        for name, value in headers:
+            if name == b"transfer-encoding":
+                framing = b"Transfer-Encoding: %s\r\n" % value
+                break
+            if name == b"content-length":
+                framing = b"Content-Length: %s\r\n" % value
+        ex.body_done = ex.delivered = False  # (the app has not run yet: its task starts after this)
+        ex.keep_alive = not any(n == b"connection" and b"close" in v.lower() for n, v in headers) \
+            and ex.scope["http_version"] != "1.0"
+        self.reading = ex
+        self.parser = _parser(self)
+        self.resuming = True
+        try:
+            self.parser.feed_data(b"POST / HTTP/1.1\r\n%s\r\n" % framing)
+        except httptools.HttpParserError:  # a framing header that does not parse: as the original's
+            self.resuming = False
+            self._refuse(400, "Bad Request")
 
     def _upgraded_data(self, data: bytes) -> None:
         """Bytes after an Upgrade request's head: a websocket's frames, read once the exchange is one
@@ -540,6 +573,8 @@ class ServerProtocol(asyncio.Protocol):
 
     # -- httptools callbacks -----------------------------------------------------------
     def on_message_begin(self) -> None:
+        if self.resuming:
+            return
         self._url = b""
         self._headers = []
         self._head_size = 0
@@ -549,12 +584,16 @@ class ServerProtocol(asyncio.Protocol):
         self._head_began = self._last_active
 
     def on_url(self, url: bytes) -> None:
+        if self.resuming:
+            return
         self._url += url
         self._head_size += len(url)
         if self._head_size > MAX_HEAD:
             raise _HeadTooLarge
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.resuming:
+            return
         self._head_size += len(name) + len(value) + 4
         if self._head_size > MAX_HEAD:
             raise _HeadTooLarge
@@ -566,6 +605,9 @@ class ServerProtocol(asyncio.Protocol):
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        if self.resuming:  # the stand-in head: the body that follows is the ignored Upgrade's
+            self.resuming = False
+            return
         self._in_head = False
         if self._head_timer is not None:
             self._head_timer.cancel()
@@ -596,9 +638,10 @@ class ServerProtocol(asyncio.Protocol):
         if self.client_cert is not None:
             scope[CLIENT_CERT_SCOPE_KEY] = self.client_cert
         # an Upgrade request is answered plainly and the connection then closes: its answer says so
+        # (one to what this server ignores is kept alive again by _ignore_upgrade)
         ex = Exchange(self, scope, parser.should_keep_alive() and not parser.should_upgrade(), self._expect)
         ex.audit_id = self._audit_id
-        self.reading = ex
+        self.reading = self.headed = ex
         if self.current is None:
             self._start(ex)
         else:
@@ -739,6 +782,24 @@ class ServerProtocol(asyncio.Protocol):
             return
         wait = self.idle_timeout - idle_for if self.current is None else self.idle_timeout
         self._idle = self.loop.call_later(max(wait, 0.05), self._idle_check)
+
+
+def _parser(proto: ServerProtocol) -> httptools.HttpRequestParser:
+    parser = httptools.HttpRequestParser(proto)
+    with contextlib.suppress(AttributeError):  # (httptools < 0.6.3 has no leniencies)
+        # a response to the first of pipelined requests even if the client half-closed
+        parser.set_dangerous_leniencies(lenient_data_after_close=True)
+    return parser
+
+
+def _switches(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether an Upgrade request's protocol is one a handler here may switch to, or answers
+    plainly and then closes the connection: a websocket (a watch's, exec's) or SPDY (exec's)."""
+    for name, value in headers:
+        if name == b"upgrade":
+            value = value.lower()
+            return b"websocket" in value or b"spdy" in value
+    return True  # (httptools saw an Upgrade: a CONNECT)
 
 
 class _HeadTooLarge(Exception):

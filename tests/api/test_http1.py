@@ -427,6 +427,28 @@ async def test_an_upgrade_request_is_answered_plainly_with_connection_close() ->
     assert transport.closed
 
 
+H2C = (b"Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAEAAEAAAAIAAAAAAAMAAAAAAAQBAAAAAAUAAEAAAAYABgAA\r\n"
+       b"Upgrade: h2c\r\n")
+
+
+async def test_an_upgrade_to_h2c_is_ignored_and_the_body_read_as_go_does() -> None:
+    """Java's HttpClient (fabric8's) asks for h2c on every request over cleartext, its POSTs'
+    bodies too; httptools stops at such a head. The request is read as HTTP/1.1 all the same,
+    body and all, in whatever pieces it comes, and the connection stays open for the next."""
+    proto, transport, state = connect(echo)
+    request = (b"POST /a HTTP/1.1\r\nHost: x\r\n" + H2C + b"Content-Length: 11\r\n\r\nhello world"
+               b"PUT /b HTTP/1.1\r\nHost: x\r\n" + H2C + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+               b"GET /c HTTP/1.1\r\nHost: x\r\n" + H2C + b"\r\n")
+    for at in range(0, len(request), 7):
+        proto.data_received(request[at:at + 7])
+        await asyncio.sleep(0)
+    await settle(state)
+    got = responses(transport.output)
+    assert [(code, body) for code, _, body in got] == [(200, b"POST /a? hello world"), (200, b"PUT /b? abc"),
+                                                       (200, b"GET /c? ")]
+    assert all("connection" not in headers for _, headers, _ in got) and not transport.closed
+
+
 async def test_head_requests_get_the_head_alone() -> None:
     proto, transport, state = connect(echo)
     proto.data_received(b"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -503,4 +525,20 @@ async def test_over_a_socket_keep_alive_and_pipelining(served: int) -> None:
     rest = await asyncio.wait_for(reader.read(), 10)  # until the server closes
     [(code, headers, body)] = responses(rest)
     assert code == 200 and headers["connection"] == "close" and body == b"GET /three?x=%2F "
+    writer.close()
+
+
+async def test_over_a_socket_an_h2c_upgrade_with_a_body_is_served_as_http11(served: int) -> None:
+    """The bytes Java's HttpClient writes for a POST over cleartext (HTTP/2 preferred, fabric8's
+    default), then a GET on the same connection."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", served)
+    writer.write(b"POST /cms HTTP/1.1\r\n" + H2C + b"Content-Length: 13\r\nHost: x\r\n"
+                 b"User-Agent: Java-http-client/17.0.15\r\nContent-Type: application/json\r\n\r\n")
+    await writer.drain()
+    writer.write(b'{"kind":"CM"}')
+    writer.write(b"GET /cms/a HTTP/1.1\r\n" + H2C + b"Host: x\r\n\r\n")
+    data = b""
+    while data.count(b"HTTP/1.1 200") < 2 or not data.endswith(b"/cms/a? "):
+        data += await asyncio.wait_for(reader.read(65536), 10)
+    assert [b for _, _, b in responses(data)] == [b'POST /cms? {"kind":"CM"}', b"GET /cms/a? "]
     writer.close()
