@@ -529,19 +529,20 @@ class ServerProtocol(asyncio.Protocol):
             self._refuse(400, "Bad Request")
 
     def _upgraded_data(self, data: bytes) -> None:
-        """Bytes after an Upgrade request's head: a websocket's frames, read once the exchange is one
+        """Bytes after an Upgrade request's head: a websocket's frames, once the exchange is one
         (a client sends none before the 101); anything else is dropped."""
+        ex = self.current
+        if ex is None or ex.ws_head is None:
+            return
         if self.ws_reader is None:
             self.ws_reader = websocket.FrameReader()
         try:
             frames = self.ws_reader.feed(data)
-        except ValueError:
+        except ValueError:  # a frame over the bound: the client is not one
             if self.transport is not None:
                 self.transport.close()
             return
-        ex = self.current
-        if ex is not None and ex.ws_head is not None:
-            ex.ws_received(frames)
+        ex.ws_received(frames)
 
     def eof_received(self) -> bool | None:
         return None  # the transport closes when the client half-closes, as with uvicorn's protocol
