@@ -339,8 +339,8 @@ class Exchange:
 
     def _start(self, status: int, headers: Any) -> None:
         if self.ws_head is not None:
-            if status != 200:
-                raise RuntimeError(f"a websocket's response starts with 200, not {status}")
+            if status not in (101, 200):
+                raise RuntimeError(f"a websocket's response starts with 101, not {status}")
             self.started = True
             self.expect_continue = False
             if not self.disconnected:

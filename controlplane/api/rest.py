@@ -2786,10 +2786,12 @@ class KubeApi:
         deadline = time.monotonic() + _watch_timeout(query)
         options = watch_options(rtype, namespace, query, deadline, legacy_path, name)
         stream = await self.reads.watch(rtype, namespace, options)
+        upgraded = False
         if exchange is not None and exchange.websocket_requested:
             # served over a websocket, as upstream's watch handler serves one (api/websocket.py);
             # the handshake's own refusals are x/net's bare answers, after the watch was made
             refused = exchange.accept_websocket()
+            upgraded = refused is None
             if refused is not None:
                 await stream.aclose()
                 code, head, text = refused
@@ -2860,7 +2862,8 @@ class KubeApi:
 
         pumping: asyncio.Future[None] | None = None
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": JSON})
+            # (101 for a websocket: what upstream's audit records, its Hijack faking the status)
+            await send({"type": "http.response.start", "status": 101 if upgraded else 200, "headers": JSON})
             pumping = asyncio.ensure_future(pump())
             await asyncio.wait({pumping, gone}, timeout=max(deadline - time.monotonic(), 0),
                                return_when=asyncio.FIRST_COMPLETED)

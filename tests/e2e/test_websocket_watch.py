@@ -8,6 +8,7 @@ without ``timeoutSeconds`` (every informer's) stalled until the server's watch t
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,8 +25,20 @@ NS = "ws-watch"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    with running(start_serve(tmp_path_factory.mktemp("ws-watch"))) as s:
+    tmp = tmp_path_factory.mktemp("ws-watch")
+    (tmp / "audit.yaml").write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"
+                                    "  verbs: [watch]\n  resources: [{group: '', resources: [configmaps]}]\n")
+    with running(start_serve(tmp, extra=("--audit-policy-file", str(tmp / "audit.yaml"),
+                                         "--audit-log-path", str(tmp / "audit.log")))) as s:
         yield s
+
+
+def audited_codes(s: Serve, namespace: str) -> list[tuple[str, int]]:
+    """The audit log's stages and codes of the namespace's watches."""
+    log = s.state.parent / "audit.log"
+    events = [orjson.loads(line) for line in log.read_bytes().splitlines()] if log.exists() else []
+    return [(e["stage"], e["responseStatus"]["code"]) for e in events
+            if e.get("objectRef", {}).get("namespace") == namespace and "responseStatus" in e]
 
 
 def token(s: Serve) -> str:
@@ -87,6 +100,11 @@ def test_a_watch_upgraded_to_a_websocket_sends_each_event_as_a_message(served: S
         assert opcode == websocket.ABNF.OPCODE_CLOSE and frame.data[:2] == b"\x03\xe8"
     finally:
         ws.shutdown()
+    # audited with 101, as upstream's audit filter records a hijacked connection
+    deadline = time.monotonic() + 10
+    while len(audited_codes(served, NS)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert audited_codes(served, NS) == [("ResponseStarted", 101), ("ResponseComplete", 101)]
     # from a resourceVersion, as an informer's watch after its list
     ws = connect(served, f"/api/v1/namespaces/{NS}/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=1")
     try:
