@@ -700,6 +700,8 @@ class ServerProtocol(asyncio.Protocol):
     def exchange_done(self, ex: Exchange) -> None:
         """``ex``'s response is complete: close, or start the next pipelined request."""
         self.server_state.total_requests += 1
+        if ex is self.headed:  # (held only until its head's parse is over: not past its answer)
+            self.headed = None
         if ex is not self.current:
             return
         self.current = None
