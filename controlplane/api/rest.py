@@ -1408,13 +1408,7 @@ class KubeApi:
                 meta = obj["metadata"]
                 if _finalized(meta) and rtype is not self._namespaces:
                     return await self._finish(rtype, key, name, obj, current.mod_revision)
-                await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
-                if self.authorizer is not None and rtype.group == RBAC_GROUP:
-                    await self._rbac_escalation(rtype, namespace, name, obj, old)
-                write = self._allocating(rtype, old)
-                self._admit(rtype, obj, old, subresource)
-                if write is not None:
-                    await self._reserve(write, rtype, namespace, name, obj, old)
+                write = await self._update_admission(rtype, namespace, name, obj, old, subresource)
                 try:
                     await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
                     if obj == old:  # an update that changes nothing writes nothing, as upstream
@@ -1514,13 +1508,7 @@ class KubeApi:
                 if rtype.namespaced:
                     meta["namespace"] = namespace
                 obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
-                await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
-                if self.authorizer is not None and rtype.group == RBAC_GROUP:
-                    await self._rbac_escalation(rtype, namespace, name, obj, old)
-                write = self._allocating(rtype, old)
-                self._admit(rtype, obj, old, subresource)
-                if write is not None:
-                    await self._reserve(write, rtype, namespace, name, obj, old)
+                write = await self._update_admission(rtype, namespace, name, obj, old, subresource)
                 try:
                     await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
                     if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
@@ -2144,6 +2132,22 @@ class KubeApi:
         for warning in podsecurity.namespace_warnings(name, policy.enforce, pods, total=len(pods) + more,
                                                       exempt_runtime_classes=config.runtime_classes):
             add_warning(warning)
+
+    async def _update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
+                                obj: dict[str, Any], old: dict[str, Any],
+                                subresource: str | None) -> ServiceWrite | None:
+        """An update's or a patch's object over ``old``, up to validating admission, in upstream's
+        order: mutating admission, the RBAC escalation check, the strategy (defaults and
+        validation, ``_admit``), and a Service's new allocations reserved. Returns the Service's
+        write, which the caller settles or aborts with the write's outcome."""
+        await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
+        if self.authorizer is not None and rtype.group == RBAC_GROUP:
+            await self._rbac_escalation(rtype, namespace, name, obj, old)
+        write = self._allocating(rtype, old)
+        self._admit(rtype, obj, old, subresource)
+        if write is not None:
+            await self._reserve(write, rtype, namespace, name, obj, old)
+        return write
 
     def _allocates(self, rtype: ResourceType) -> bool:
         return rtype is self._services
