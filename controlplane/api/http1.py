@@ -38,10 +38,14 @@ parsing, a bad chunk size, too, if its request has not been answered);
 request heads larger than ``MAX_HEAD`` get a 431, and a head still incomplete
 ``HEAD_TIMEOUT`` after it began closes the connection (both as kube-apiserver). ``Upgrade`` requests
 for a websocket or SPDY are answered as plain requests with ``connection: close``, then the
-connection closes (websocket ``exec``: no SPDY here), unless the app upgrades the exchange to a
-websocket (``accept_websocket``: a watch, ``api/websocket.py``): its response is then a 101 and its
-body's lines are text frames, ended with a close frame; the client's frames are read (a ping
-answered, a close ending the exchange's ``receive`` with ``http.disconnect``). An Upgrade to
+connection closes, unless the app switches protocols. It may upgrade the exchange to a websocket
+(``accept_websocket``: a watch, ``api/websocket.py``): its response is then a 101 and its body's
+lines are text frames, ended with a close frame; the client's frames are read (a ping answered, a
+close ending the exchange's ``receive`` with ``http.disconnect``). Or it may answer with a 101 of its
+own: the head goes out without framing (no length, not chunked, its ``connection`` header the
+app's) and the body is written as it comes, bytes of the protocol switched to, until its end closes
+the connection; nothing reads what the client sends after the head (``api/streaming.py`` writes a
+whole websocket session at once, as an exec whose kubelet cannot be dialled has one). An Upgrade to
 anything else (``h2c``, which Java's HttpClient asks for on every request over cleartext, a body
 too) is ignored, as Go's server ignores it (RFC 9110 allows it): the request is read whole, body
 included, and the connection stays open.
@@ -350,10 +354,13 @@ class Exchange:
         length = -1
         chunked_asked = False
         audit_id = False
+        switched = status == 101  # the body is the new protocol's: no HTTP framing, the connection ends with it
         for name, value in headers:
             if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name or b":" in name:
                 raise RuntimeError(f"invalid response header {name!r}")
             lname = name.lower()
+            if switched and lname in (b"content-length", b"transfer-encoding"):
+                continue
             if lname == b"content-length":
                 length = int(value)
             elif lname == b"transfer-encoding":
@@ -368,7 +375,9 @@ class Exchange:
             lines.append(b"Audit-Id: %s\r\n" % (self.audit_id or new_audit_id().encode()))
         if not self.body_done:  # answered before the whole body came: it will not be read
             self.keep_alive = False
-        if length >= 0 and not chunked_asked:
+        if switched:
+            self.keep_alive = False  # (an Upgrade request's already is; its Connection header is the app's)
+        elif length >= 0 and not chunked_asked:
             self.remaining = length
         elif self.head_request or status in (204, 304):
             pass
@@ -377,13 +386,13 @@ class Exchange:
         else:
             self.chunked = True
             lines.append(b"transfer-encoding: chunked\r\n")
-        if not self.keep_alive:
+        if not self.keep_alive and not switched:
             lines.append(b"connection: close\r\n")
         lines.append(b"\r\n")
         head = b"".join(lines)
         self.started = True
         self.expect_continue = False  # answered before the body was asked for: no 100
-        if self.remaining >= 0 or self.head_request:
+        if self.remaining >= 0 or self.head_request or switched:
             self.head = head  # out with the body in one write (HEAD: with the response's end)
         elif not self.disconnected:
             self.proto.write(head)

@@ -197,7 +197,7 @@ from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .serviceaccount import ServiceAccountAdmission
 from .stored import metadata_first as _metadata_first
 from .stored import with_resource_version, without_resource_version
-from .streaming import STREAMING_SUBRESOURCES, connect_options, needs_create
+from .streaming import STREAMING_SUBRESOURCES, Undialled, connect_options, needs_create, switched, translated_key
 from .streaming import refusal as streaming_refusal
 from .tables import as_table
 from .tokenrequest import TokenIssuer, token_request_looked_up
@@ -655,7 +655,13 @@ class KubeApi:
                 raise ApiError.method_not_allowed()
             options = connect_options(subresource, query_string)
             await self._admit_connect(rtype, namespace, name, subresource, options)
-            raise await self._streaming_refusal(rtype, namespace, name, options, scope)
+            failure = await self._streaming_refusal(rtype, namespace, name, options, scope)
+            key = translated_key(method, subresource, scope["headers"])
+            if key is None or not isinstance(failure, Undialled):
+                raise failure
+            switching, session = switched(key, options, failure)  # upgraded, then told on the stream
+            await send({"type": "http.response.start", "status": 101, "headers": switching})
+            return await send({"type": "http.response.body", "body": session})
         if subresource == "proxy" and name is not None:
             if method not in PROXY_METHODS:
                 raise ApiError.method_not_allowed()

@@ -30,25 +30,41 @@ Upstream answers the last two with a 500 and no reason. Here they are 503
 and a 500 from this server always means a fault of its own (tests and load runs count them).
 kubectl prints the message alike and exits 1 either way.
 
-kubectl asks for a websocket upgrade first (``v5.channel.k8s.io``, a GET); an answer other
-than 101 makes it fall back to SPDY (a POST), which gets the same Status; it prints
-``Error from server ...`` and exits 1. (kube-apiserver 1.30 and later upgrades a websocket
-before it dials and reports a failed dial on the stream's error channel; kubectl's exit is the
-same.) Over websockets, upstream also wants ``create`` on the subresource, not only ``get``
+Except for an exec or attach over a websocket that offers ``v5.channel.k8s.io`` (kubectl's
+first try, the JavaScript client's and the Python client's only one): kube-apiserver 1.30 and
+later translates those to the kubelet's SPDY itself (``StreamTranslatorHandler``, chosen by
+``IsWebSocketRequestWithStreamCloseProtocol``), and it switches protocols before it dials.
+Its failed dial then comes on the stream: ``switched`` answers 101 with that subprotocol, an
+empty message on the lowest channel the client reads (stdout, stderr, else the error
+channel, as ``createWebSocketStreams`` signals the streams are ready), the error channel's
+(3) Status, upstream's ``NewInternalError`` of the dial's error (without ``kind`` and
+``apiVersion``, as ``writeStatus`` marshals it), and a close frame. A client that sees the
+Status there (``Exec``'s status callback in JavaScript, ``WSClient.returncode`` in Python,
+kubectl's ``error executing remote command: Internal error occurred: error dialing backend:
+...``) sees what a real cluster with an unreachable kubelet sends. Portforward (its websocket
+tunnels SPDY: upstream dials before it upgrades), SPDY and websockets without ``v5`` get the
+Status as an HTTP answer, as before.
+
+Over websockets, upstream also wants ``create`` on the subresource, not only ``get``
 (``AuthorizePodWebsocketUpgradeCreatePermission``): see ``needs_create``. (Upstream asks it
 in ``Connect``, after admission; here it is asked with the request's authorization, before.)
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
+import orjson
+
 from .errors import ApiError
 from .params import flag
 
-__all__ = ["STREAMING_SUBRESOURCES", "connect_options", "is_upgrade", "kubelet_address", "needs_create", "refusal"]
+__all__ = ["STREAMING_SUBRESOURCES", "Undialled", "connect_options", "is_upgrade", "kubelet_address",
+           "needs_create", "refusal", "switched", "translated_key"]
 
 STREAMING_SUBRESOURCES = frozenset({"exec", "attach", "portforward"})
 # the kubelet's port when the node's status names none (kube-apiserver's --kubelet-port)
@@ -57,6 +73,16 @@ KUBELET_PORT = 10250
 _ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
 
 Getter = Callable[[str], Awaitable[dict[str, Any]]]  # a name -> the object, or raise its 404
+
+# the remote command protocol kube-apiserver translates to SPDY itself (remotecommand's
+# StreamProtocolV5Name), and its channels: stdout 1, stderr 2, error 3
+STREAM_CLOSE_PROTOCOL = b"v5.channel.k8s.io"
+_STDOUT, _STDERR, _ERROR = 1, 2, 3
+_WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's, for Sec-WebSocket-Accept
+
+
+class Undialled(ApiError):
+    """Step 7: the node's kubelet, which nothing answers."""
 
 
 def is_upgrade(headers: Iterable[tuple[bytes, bytes]]) -> bool:
@@ -112,9 +138,64 @@ async def refusal(name: str, options: dict[str, Any], headers: Iterable[tuple[by
     where = kubelet_address(await node_named(node_name))
     if not is_upgrade(headers):
         return ApiError.bad_request("Upgrade request required")
-    return ApiError(503, "ServiceUnavailable",
-                    f'error dialing backend: no kubelet serves node "{node_name}" ({where}): '
-                    "this cluster's nodes are simulated and their containers do not run")
+    return Undialled(503, "ServiceUnavailable",
+                     f'error dialing backend: no kubelet serves node "{node_name}" ({where}): '
+                     "this cluster's nodes are simulated and their containers do not run")
+
+
+def translated_key(method: str, subresource: str, headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The ``Sec-WebSocket-Key`` of an exec or attach that upstream hands to its stream
+    translator, which upgrades before it dials: a websocket GET (``Upgrade: websocket``, a
+    ``Connection`` that says upgrade, version 13, a key) offering ``v5.channel.k8s.io`` among
+    its subprotocols. None for any other request."""
+    if method != "GET" or subresource not in ("exec", "attach"):
+        return None
+    upgrade = connection = version = key = b""
+    offered: list[bytes] = []
+    for name, value in headers:
+        lname = name.lower()
+        if lname == b"upgrade":
+            upgrade = value
+        elif lname == b"connection":
+            connection = value
+        elif lname == b"sec-websocket-version":
+            version = value
+        elif lname == b"sec-websocket-key":
+            key = value.strip()
+        elif lname == b"sec-websocket-protocol":
+            offered += [p.strip() for p in value.split(b",")]
+    if upgrade.strip().lower() != b"websocket" or b"upgrade" not in connection.lower():
+        return None
+    if version.strip() != b"13" or not key or STREAM_CLOSE_PROTOCOL not in offered:
+        return None
+    return key
+
+
+def switched(key: bytes, options: dict[str, Any], failure: ApiError) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """The 101's headers and the whole websocket session that follows it, for an exec or attach
+    of ``options`` whose kubelet ``failure`` says cannot be dialled: a message on the first
+    channel the client reads, the error channel's Status, the close (see the module's doc)."""
+    accept = base64.b64encode(hashlib.sha1(key + _WEBSOCKET_GUID).digest())  # (RFC 6455's hash)
+    headers = [(b"upgrade", b"websocket"), (b"connection", b"Upgrade"),
+               (b"sec-websocket-accept", accept), (b"sec-websocket-protocol", STREAM_CLOSE_PROTOCOL)]
+    first = _STDOUT if options.get("stdout") else _STDERR if options.get("stderr") else _ERROR
+    status = {"metadata": {}, "status": "Failure", "message": f"Internal error occurred: {failure.message}",
+              "reason": "InternalError", "details": {"causes": [{"message": failure.message}]}, "code": 500}
+    session = b"".join([_frame(0x2, bytes([first])), _frame(0x2, bytes([_ERROR]) + orjson.dumps(status)),
+                        _frame(0x8, (1000).to_bytes(2, "big"))])  # (1000: a normal closure)
+    return headers, session
+
+
+def _frame(opcode: int, payload: bytes) -> bytes:
+    """One final, unmasked websocket frame (a server's, RFC 6455 section 5.2)."""
+    n = len(payload)
+    if n < 126:
+        size = bytes([n])
+    elif n < 1 << 16:
+        size = bytes([126]) + n.to_bytes(2, "big")
+    else:
+        size = bytes([127]) + n.to_bytes(8, "big")
+    return bytes([0x80 | opcode]) + size + payload
 
 
 def _ports(values: Iterable[str]) -> list[int]:

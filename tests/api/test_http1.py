@@ -415,8 +415,8 @@ async def test_http10_gets_no_chunked_framing_and_the_connection_closes() -> Non
 
 
 async def test_an_upgrade_request_is_answered_plainly_with_connection_close() -> None:
-    """Nothing here switches protocols (kubectl exec's websocket and SPDY upgrades get a Status):
-    the answer says the connection closes, so that no client sends its next request on it."""
+    """An upgrade the app answers plainly (kubectl's SPDY exec gets a Status): the answer says
+    the connection closes, so that no client sends its next request on it."""
     proto, transport, state = connect(echo)
     proto.data_received(b"GET /x/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
                         b"Sec-WebSocket-Version: 13\r\n\r\nwhat a websocket would send")
@@ -447,6 +447,32 @@ async def test_an_upgrade_to_h2c_is_ignored_and_the_body_read_as_go_does() -> No
     assert [(code, body) for code, _, body in got] == [(200, b"POST /a? hello world"), (200, b"PUT /b? abc"),
                                                        (200, b"GET /c? ")]
     assert all("connection" not in headers for _, headers, _ in got) and not transport.closed
+
+
+async def test_a_101_goes_out_unframed_and_its_body_ends_the_connection() -> None:
+    """An app that switches protocols (a websocket exec told of its failed dial, api/streaming.py):
+    no length, no chunks, no ``connection: close`` beside the app's ``Upgrade``; the head and the
+    first part of the body in one write, the rest as sent; what the client sends after its head is
+    not parsed as HTTP; the body's end closes the connection."""
+    async def switching(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 101,
+                    "headers": [(b"upgrade", b"websocket"), (b"connection", b"Upgrade"), (b"content-length", b"3")]})
+        await send({"type": "http.response.body", "body": b"\x82\x01\x01", "more_body": True})
+        await send({"type": "http.response.body", "body": b"\x88\x02\x03\xe8"})
+
+    proto, transport, state = connect(switching)
+    proto.data_received(b"GET /x/exec HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                        b"Sec-WebSocket-Version: 13\r\n\r\n\x81\x85masks")
+    await settle(state)
+    first, rest = transport.writes
+    head, _, body = first.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101 Switching Protocols\r\n") and body == b"\x82\x01\x01"
+    lines = head.lower().split(b"\r\n")
+    assert b"connection: upgrade" in lines and b"upgrade: websocket" in lines
+    assert not any(line.startswith((b"content-length", b"transfer-encoding", b"connection: close")) for line in lines)
+    assert rest == b"\x88\x02\x03\xe8"
+    await asyncio.sleep(0)
+    assert transport.closed
 
 
 async def test_head_requests_get_the_head_alone() -> None:

@@ -40,9 +40,28 @@ async def pods(client: Client) -> Client:
     return client
 
 
+def frames(data: bytes) -> list[tuple[int, bytes]]:
+    """A server's websocket frames (final, unmasked): (opcode, payload) each."""
+    out = []
+    while data:
+        assert data[0] & 0x80 and not data[1] & 0x80, data[:2]
+        n, at = data[1], 2
+        if n == 126:
+            n, at = int.from_bytes(data[2:4], "big"), 4
+        elif n == 127:
+            n, at = int.from_bytes(data[2:10], "big"), 10
+        out.append((data[0] & 0x0F, data[at:at + n]))
+        data = data[at + n:]
+    return out
+
+
 async def test_an_upgrade_to_a_bound_pod_fails_at_the_dial_to_its_kubelet(pods: Client) -> None:
-    for method, headers in (("GET", WEBSOCKET), ("POST", SPDY)):
-        for sub in ("exec?command=ls&stdout=true", "attach?stdout=1", "portforward?ports=80,8080"):
+    v4 = {**WEBSOCKET, "sec-websocket-protocol": "v4.channel.k8s.io"}
+    for method, headers, subs in (("GET", WEBSOCKET, ("portforward?ports=80,8080",)),
+                                  ("GET", v4, ("exec?command=ls&stdout=true", "attach?stdout=1")),
+                                  ("POST", SPDY, ("exec?command=ls&stdout=true", "attach?stdout=1",
+                                                  "portforward?ports=80,8080"))):
+        for sub in subs:
             code, status = await ask(pods, method, f"{PODS}/web/{sub}", headers)
             assert code == 503, (method, sub, status)
             assert status["message"].startswith('error dialing backend: no kubelet serves node "n1" (10.1.0.7:10255)')
@@ -52,6 +71,38 @@ async def test_an_upgrade_to_a_bound_pod_fails_at_the_dial_to_its_kubelet(pods: 
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": "Upgrade request required", "reason": "BadRequest", "code": 400})
     assert (await ask(pods, "PUT", f"{PODS}/web/exec", SPDY))[0] == 405
+
+
+async def test_a_v5_websocket_exec_or_attach_is_upgraded_and_told_of_the_dial_on_its_error_channel(
+        pods: Client) -> None:
+    """As kube-apiserver's stream translator (1.30 and later): 101 with the subprotocol, an empty
+    message on the first channel read, the dial's InternalError on channel 3, a close."""
+    offered = {**WEBSOCKET, "sec-websocket-protocol": "v5.channel.k8s.io, v4.channel.k8s.io, channel.k8s.io"}
+    dial = 'error dialing backend: no kubelet serves node "n1" (10.1.0.7:10255): ' \
+           "this cluster's nodes are simulated and their containers do not run"
+    for sub, first in (("exec?command=ls&stdout=true&stderr=true", 1), ("exec?command=ls&stderr=1", 2),
+                       ("attach?stdin=true", 3), ("two/attach?container=init&stdout=1", 1)):
+        path = f"{PODS}/{sub}" if sub.startswith("two/") else f"{PODS}/web/{sub}"
+        r = await pods.http.request("GET", path, headers=offered)
+        assert r.status_code == 101, (sub, r.text)
+        assert (r.headers["upgrade"], r.headers["connection"], r.headers["sec-websocket-protocol"]) == \
+            ("websocket", "Upgrade", "v5.channel.k8s.io")
+        assert r.headers["sec-websocket-accept"] == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="  # RFC 6455's example key's
+        assert "content-length" not in r.headers and "transfer-encoding" not in r.headers
+        (op1, ready), (op2, error), (op3, close) = frames(r.content)
+        assert (op1, ready, op2, error[:1], op3, close) == (2, bytes([first]), 2, b"\x03", 8, b"\x03\xe8"), sub
+        assert error[1:] == (b'{"metadata":{},"status":"Failure","message":"Internal error occurred: %s",'
+                             b'"reason":"InternalError","details":{"causes":[{"message":"%s"}]},"code":500}'
+                             % (dial.encode(), dial.encode())).replace(b'"n1"', b'\\"n1\\"'), sub
+    # the steps before the dial answer as before, over HTTP (upstream's location comes first)
+    code, status = await ask(pods, "GET", f"{PODS}/pending/exec?command=ls", offered)
+    assert (code, status["message"]) == (400, "pod pending does not have a host assigned")
+    code, status = await ask(pods, "GET", f"{PODS}/web/exec?command=ls&container=other", offered)
+    assert (code, status["message"]) == (400, "container other is not valid for pod web")
+    # not a handshake upstream's websocket server takes: the Status, as for any other upgrade
+    for broken in ({**offered, "sec-websocket-version": "8"}, {k: v for k, v in offered.items()
+                                                               if k != "sec-websocket-key"}):
+        assert (await ask(pods, "GET", f"{PODS}/web/exec?command=ls", broken))[0] == 503
 
 
 STEPS = [  # (path, code, message): one app for them all, each case a request

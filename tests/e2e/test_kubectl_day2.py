@@ -218,9 +218,10 @@ def failing(served: Serve, *args: str) -> tuple[float, str]:
 
 
 def test_exec_cp_attach_port_forward_and_proxy_fail_at_once_as_with_an_unreachable_kubelet(served: Serve) -> None:
-    """The websocket upgrade (v5.channel.k8s.io) and the SPDY fallback both get upstream's
-    Status for a kubelet it cannot dial (api/streaming.py): kubectl exits 1 at once, the pod
-    found, where it said the resource did not exist."""
+    """A kubelet that cannot be dialled (api/streaming.py): exec, cp and attach's websocket
+    (v5.channel.k8s.io) is upgraded and told on its error channel, as upstream's stream
+    translator tells it; port-forward's gets the Status as an answer. kubectl exits 1 at once,
+    the pod found, where it said the resource did not exist."""
     kubectl(served, "run", "shell", "--image=busybox:1.36", "--overrides", '{"spec": {"nodeName": "sim-node-1"}}')
     kubectl(served, "wait", "pod/shell", "--for=condition=Ready", "--timeout=30s")
     dial = 'error dialing backend: no kubelet serves node "sim-node-1"'
@@ -228,6 +229,8 @@ def test_exec_cp_attach_port_forward_and_proxy_fail_at_once_as_with_an_unreachab
                  ("attach", "shell"), ("port-forward", "pod/shell", "0:80")):
         took, err = failing(served, *args)
         assert dial in err and "not found" not in err and took < 10, (args, err)
+        said = "error: Internal error occurred: " if args[0] != "port-forward" else "unable to upgrade connection: "
+        assert said + dial in err, (args, err)
     _, err = failing(served, "exec", "shell", "-c", "other", "--", "ls")  # kubectl checks this one itself
     assert "container other is not valid for pod shell" in err
     # the proxy subresources (api/proxying.py): upstream's 503 for a backend it cannot dial
