@@ -118,7 +118,8 @@ def close_frame(code: int = 1000) -> bytes:
 
 class FrameReader:
     """The client's frames from the bytes as they arrive: ``feed`` returns the (opcode,
-    unmasked payload) of each frame completed. A frame over ``MAX_PAYLOAD`` raises ValueError."""
+    unmasked payload) of each frame completed, a data frame's payload left out (empty: never
+    read, so never unmasked byte by byte). A frame over ``MAX_PAYLOAD`` raises ValueError."""
 
     __slots__ = ("buffer",)
 
@@ -152,9 +153,13 @@ class FrameReader:
                 at += 4
             if len(buf) < at + n:
                 break
-            payload = bytes(buf[at:at + n])
-            if mask:
-                payload = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
+            # a data frame's payload is dropped (a watch reads nothing the client says): only a
+            # control frame's (a ping's, a close's: at most 125 bytes) is unmasked
+            payload = b""
+            if opcode & 0x8:
+                payload = bytes(buf[at:at + n])
+                if mask:
+                    payload = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
             del buf[:at + n]
             frames.append((opcode, payload))
         return frames
