@@ -145,7 +145,7 @@ class FrameReader:
                     break
                 n = struct.unpack_from("!Q", buf, 2)[0]
                 at = 10
-            if n > MAX_PAYLOAD:
+            if n > MAX_PAYLOAD or (opcode & 0x8 and n > 125):  # (a control frame's limit: RFC 6455 5.5)
                 raise ValueError(f"a websocket frame of {n} bytes")
             mask = b""
             if masked:

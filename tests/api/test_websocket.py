@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from controlplane.api import websocket
 
 
@@ -32,6 +34,8 @@ def test_the_clients_frames_are_unmasked_whatever_the_pieces_they_arrive_in() ->
     got = [f for i in range(len(stream)) for f in reader.feed(stream[i:i + 1])]
     # a data frame's payload is dropped unread (a watch takes nothing from the client)
     assert got == [(websocket.PING, b"ping me"), (websocket.TEXT, b""), (websocket.CLOSE, b"\x03\xe8")]
+    with pytest.raises(ValueError, match="a websocket frame of 126 bytes"):  # a control frame: 125 at most
+        websocket.FrameReader().feed(masked(b"p" * 126, websocket.PING))
 
 
 def test_requested_as_wsstream_reads_it() -> None:
