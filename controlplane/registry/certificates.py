@@ -147,7 +147,8 @@ def _stamp(conditions: list[Obj], old_conditions: list[Obj]) -> None:
     when its status did not change (upstream's populateConditionTimestamps)."""
     now = _now()
     for c in conditions:
-        c.setdefault("lastUpdateTime", now)
+        if not c.get("lastUpdateTime"):  # (absent or null: a zero Time, written as null)
+            c["lastUpdateTime"] = now
         if not c.get("lastTransitionTime"):
             old = next((o for o in old_conditions if o.get("type") == c.get("type")), None)
             kept = old.get("lastTransitionTime") if old is not None and old.get("status") == c.get("status") else None

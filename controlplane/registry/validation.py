@@ -48,7 +48,10 @@ derives from the missing ``omitempty``, checked against k8s.io/api's tags: see
 (``Findings.unfilled``) and ``fill_zeros`` gives them the zero value, so that a status
 patch of ``{"containerStatuses": [{}]}`` stores ``name: ""``, ``ready: false``,
 ``restartCount: 0``, ``image: ""``, ``imageID: ""`` as kube-apiserver does (and the typed
-clients, which require them, can read the pod back).
+clients, which require them, can read the pod back). A plain ``metav1.Time`` field is a
+struct, which ``omitempty`` does not omit: ``Shape.null_times`` lists those of a struct
+(``_NULL_TIMES``), filled with null when absent (a pod condition's ``lastProbeTime: null``),
+their nulls kept where other nulls of a struct's fields are dropped.
 """
 
 from __future__ import annotations
@@ -114,8 +117,8 @@ class Shape:
     cannot be decoded into the Go field (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("accepts", "bound", "expect", "fields", "go_type", "items", "parse", "required", "struct",
-                 "values", "zeros")
+    __slots__ = ("accepts", "bound", "expect", "fields", "go_type", "items", "null_times", "parse", "required",
+                 "struct", "values", "zeros")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -134,6 +137,9 @@ class Shape:
         # the scalar fields Go always writes (no ``omitempty``) and their zero values, for a
         # struct of a built-in type: ``fill_zeros``
         self.zeros: tuple[tuple[str, Any], ...] = ()
+        # the Time fields of such a struct that Go writes as null when zero (a struct, which
+        # ``omitempty`` does not omit): ``_NULL_TIMES``, ``fill_zeros``
+        self.null_times: tuple[str, ...] = ()
         # of a built-in type: the Go type Go's decoder names in its errors (``int32``,
         # ``[]v1.Container``, ``map[string]string``), and a struct's type name (``PodSpec``)
         self.go_type = ""
@@ -253,7 +259,8 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             elif t not in sub.accepts:
                 found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[sub.expect or ""]))
             elif t is _NONE:
-                found.nulls.append((value, k, None))
+                if k not in shape.null_times:  # (a zero Time Go writes back as null: kept)
+                    found.nulls.append((value, k, None))
             elif sub.parse is not None:
                 _parse(sub, value, k, v, found)
             elif t is int and sub.bound and not -sub.bound <= v < sub.bound:
@@ -267,6 +274,12 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             for z in zeros:
                 if value.get(z[0]) is None:
                     found.unfilled.append((value, zeros))
+                    break
+        null_times = shape.null_times
+        if null_times:
+            for k in null_times:
+                if k not in value:
+                    found.unfilled.append((value, tuple((t, None) for t in null_times)))
                     break
         if prune and unknown:
             for k in unknown:
@@ -326,7 +339,8 @@ _ZERO: dict[str | None, Any] = {"string": "", "integer": 0, "number": 0, "boolea
 def zero_nulls(nulls: list[tuple[Any, Any, Shape | None]]) -> bool:
     """Replace the nulls ``Shape.check`` found (``Findings.nulls``) as Go's decoder reads
     them into a typed object: a null field of a struct is no value (dropped, as
-    ``omitempty`` writes the zero value back), a null item of a list or value of a map is
+    ``omitempty`` writes the zero value back; the walk keeps the nulls of ``_NULL_TIMES``,
+    which Go writes back as null), a null item of a list or value of a map is
     its type's zero value (``[null]`` of containers is one empty container). In place; a
     null whose type the schema leaves open (a Time in a list, anything opaque) is kept.
     True if an empty struct was made: the walk never saw it (its required fields, the ones
@@ -354,7 +368,7 @@ def zero_nulls(nulls: list[tuple[Any, Any, Shape | None]]) -> bool:
 def fill_zeros(unfilled: list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]) -> None:
     """Give the structs ``Shape.check`` found lacking (``Findings.unfilled``) the fields Go
     writes back whatever their value, as their zero values (in place; run after
-    ``zero_nulls``, which drops the null fields of structs)."""
+    ``zero_nulls``, which drops the null fields of structs): a string ``""``, a Time null."""
     for obj, zeros in unfilled:
         for key, zero in zeros:
             if obj.get(key) is None:
@@ -592,6 +606,7 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
                     shape.required = tuple(r for r in shape.required if r not in _ABSENT_ACCEPTED[name])
                 if name.startswith("io.k8s.") and shape.fields:
                     shape.zeros = _zero_fields(name, target, shape.fields)
+                    shape.null_times = tuple(f for f in _NULL_TIMES.get(name, ()) if f in shape.fields)
             shape.parse = _PARSED.get(name)
             package, _, type_name = name.rpartition(".")
             shape.go_type = f"{package.rpartition('.')[2]}.{type_name}"
@@ -687,12 +702,50 @@ _ALSO_WRITTEN: dict[str, tuple[str, ...]] = {
 }
 
 
+# The Time and MicroTime fields Go writes as null when zero: a ``metav1.Time`` is a struct,
+# which ``omitempty`` does not omit, so a plain (not pointer) Time field left out or null
+# reads back as ``null`` from kube-apiserver, a pod condition's ``lastProbeTime`` for one.
+# From the Go types of k8s.io/api, apiextensions-apiserver, kube-aggregator and apimachinery
+# (1.37): every such field of a served version. Not ObjectMeta's ``creationTimestamp``
+# (``omitzero``, left out when zero, so a template's metadata has none), nor the pointers
+# (``deletionTimestamp``, a pod's ``startTime``, a Job's ``completionTime``: nil is omitted).
+# An Event's are its strategy's (``registry/strategies.py``, both versions).
+_NULL_TIMES: dict[str, tuple[str, ...]] = {
+    "io.k8s.api.core.v1.PodCondition": ("lastProbeTime", "lastTransitionTime"),
+    "io.k8s.api.core.v1.ContainerStateRunning": ("startedAt",),
+    "io.k8s.api.core.v1.ContainerStateTerminated": ("startedAt", "finishedAt"),
+    "io.k8s.api.core.v1.NodeCondition": ("lastHeartbeatTime", "lastTransitionTime"),
+    "io.k8s.api.core.v1.PersistentVolumeClaimCondition": ("lastProbeTime", "lastTransitionTime"),
+    "io.k8s.api.core.v1.NamespaceCondition": ("lastTransitionTime",),
+    "io.k8s.api.core.v1.ReplicationControllerCondition": ("lastTransitionTime",),
+    "io.k8s.api.core.v1.VolumeHealthStatus": ("lastTransitionTime",),
+    "io.k8s.api.core.v1.PodVolumeHealth": ("lastTransitionTime",),
+    "io.k8s.api.apps.v1.DeploymentCondition": ("lastUpdateTime", "lastTransitionTime"),
+    "io.k8s.api.apps.v1.ReplicaSetCondition": ("lastTransitionTime",),
+    "io.k8s.api.apps.v1.StatefulSetCondition": ("lastTransitionTime",),
+    "io.k8s.api.apps.v1.DaemonSetCondition": ("lastTransitionTime",),
+    "io.k8s.api.batch.v1.JobCondition": ("lastProbeTime", "lastTransitionTime"),
+    "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerCondition": ("lastTransitionTime",),
+    "io.k8s.api.certificates.v1.CertificateSigningRequestCondition": ("lastUpdateTime", "lastTransitionTime"),
+    "io.k8s.api.flowcontrol.v1.FlowSchemaCondition": ("lastTransitionTime",),
+    "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition": ("lastTransitionTime",),
+    "io.k8s.api.storage.v1.VolumeError": ("time",),
+    "io.k8s.api.storage.v1.StorageHealthCondition": ("lastTransitionTime",),
+    "io.k8s.api.apiserverinternal.v1alpha1.StorageVersionCondition": ("lastTransitionTime",),
+    "io.k8s.api.authentication.v1.TokenRequestStatus": ("expirationTimestamp",),
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition":
+        ("lastTransitionTime",),
+    "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceCondition": ("lastTransitionTime",),
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Condition": ("lastTransitionTime",),  # (no omitempty)
+}
+
+
 def _zero_fields(name: str, node: Schema, fields: dict[str, Shape]) -> tuple[tuple[str, Any], ...]:
     """The (field, zero value) pairs of a built-in struct's scalars that Go always writes.
 
     Only plain strings, integers, numbers and booleans: a Time's zero is written as
-    null, a Quantity's or an IntOrString's are not this struct's to guess, a []byte's is
-    null."""
+    null (``_NULL_TIMES``), a Quantity's or an IntOrString's are not this struct's to guess,
+    a []byte's is null."""
     omitted = _OMITTED.get(name, frozenset())
     out: list[tuple[str, Any]] = []
     for r in (*node.get("required", ()), *_ALSO_WRITTEN.get(name, ())):

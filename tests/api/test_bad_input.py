@@ -92,8 +92,9 @@ async def test_a_json_patch_cannot_store_a_null_item(client: Client) -> None:
     patched = await client.patch(f"{DEPLOYMENTS}/d/status",
                                  [{"op": "add", "path": "/status/conditions", "value": [None]}], "json")
     # an empty DeploymentCondition, written back with the fields Go always writes
-    assert patched["status"]["conditions"] == [{"type": "", "status": ""}]
-    assert (await client.get(f"{DEPLOYMENTS}/d"))["status"]["conditions"] == [{"type": "", "status": ""}]
+    empty = {"type": "", "status": "", "lastUpdateTime": None, "lastTransitionTime": None}
+    assert patched["status"]["conditions"] == [empty]
+    assert (await client.get(f"{DEPLOYMENTS}/d"))["status"]["conditions"] == [empty]
 
 
 async def test_an_integer_past_its_go_type_is_not_decoded(client: Client) -> None:

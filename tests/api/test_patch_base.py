@@ -30,7 +30,8 @@ async def test_a_status_patch_changes_the_status_and_nothing_else_and_again_noth
     created = await client.create(PODS, _pod("p"))
     first = await client.patch(f"{PODS}/p/status", RUNNING, patch_type, fieldManager="kubelet")
     assert first["status"]["phase"] == "Running"
-    assert first["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    assert first["status"]["conditions"] == [{"type": "Ready", "status": "True", "lastProbeTime": None,
+                                              "lastTransitionTime": None}]
     assert first["spec"] == created["spec"] and first["metadata"]["labels"] == {"app": "a"}
     assert int(first["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
     assert "generation" not in first["metadata"] or first["metadata"]["generation"] == \

@@ -7,6 +7,7 @@ on every write path. Fields that are ``omitempty`` upstream are not invented."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,13 +48,17 @@ def api(served: Serve) -> Iterator[k8s.ApiClient]:
         c.close()
 
 
-def raw(api: k8s.ApiClient, method: str, path: str, body: Any, content_type: str = "application/json") -> None:
-    """A write the typed models would refuse to send (they require what the server fills)."""
+def raw(api: k8s.ApiClient, method: str, path: str, body: Any, content_type: str = "application/json") -> Any:
+    """A write the typed models would refuse to send (they require what the server fills), or
+    a read whose nulls matter (the typed models read a null and a missing field alike): the
+    answer's JSON."""
     params = api.param_serialize(method, path, header_params={"Content-Type": content_type,
                                                               "Accept": "application/json"},
                                  body=body, auth_settings=["BearerToken"])
     response = api.call_api(*params)
-    assert response.status < 300, response.read()  # type: ignore[no-untyped-call]
+    text = response.read()  # type: ignore[no-untyped-call]
+    assert response.status < 300, text
+    return json.loads(text)
 
 
 def test_the_python_client_lists_pods_after_status_patches_of_empty_items(api: k8s.ApiClient) -> None:
@@ -94,6 +99,35 @@ def test_the_python_client_lists_nodes_created_with_bare_status_items(api: k8s.A
     assert node.status.volumes_attached[0].device_path == ""
 
 
+def test_zero_times_are_written_as_null(api: k8s.ApiClient) -> None:
+    """A plain metav1.Time field is a struct, which omitempty does not omit: kube-apiserver
+    writes its zero as null (kubectl -o yaml shows a pod condition's ``lastProbeTime: null``).
+    A pointer Time (a pod's ``startTime``) is omitted when nil, and ObjectMeta's
+    ``creationTimestamp`` is ``omitzero`` (1.37): a template's metadata has none."""
+    raw(api, "POST", "/api/v1/namespaces/default/pods", pod("times"))
+    raw(api, "PATCH", "/api/v1/namespaces/default/pods/times/status", {"status": {
+        "startTime": None,
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                       {"type": "Initialized", "status": "True", "lastProbeTime": None}],
+        "containerStatuses": [{"name": "c", "state": {"running": {}}, "lastState": {"terminated": {"exitCode": 1}}}]}},
+        "application/merge-patch+json")
+    status = raw(api, "GET", "/api/v1/namespaces/default/pods/times", None)["status"]
+    assert status["conditions"] == [
+        {"type": "Ready", "status": "True", "lastProbeTime": None, "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": None}]
+    [cs] = status["containerStatuses"]
+    assert cs["state"] == {"running": {"startedAt": None}}
+    assert cs["lastState"] == {"terminated": {"exitCode": 1, "startedAt": None, "finishedAt": None}}
+    assert "startTime" not in status
+    template = {"metadata": {"labels": {"app": "t"}, "creationTimestamp": None},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    deployment = raw(api, "POST", "/apis/apps/v1/namespaces/default/deployments", {
+        "metadata": {"name": "times"}, "spec": {"selector": {"matchLabels": {"app": "t"}}, "template": template}})
+    assert deployment["spec"]["template"]["metadata"] == {"labels": {"app": "t"}}
+    core: Any = k8s.CoreV1Api(api)  # and the typed client reads them
+    assert core.read_namespaced_pod("times", "default").status.conditions[1].last_transition_time is None
+
+
 # -- every write path, in process ---------------------------------------------------------
 
 async def test_patches_of_every_type_store_the_zero_values(client: Client) -> None:
@@ -115,11 +149,13 @@ async def test_only_the_fields_go_always_writes_are_filled(client: Client) -> No
         "conditions": [{"type": "Ready"}]}}, "strategic"))["status"]
     [cs] = status["containerStatuses"]
     # containerID, started, lastState... are omitempty upstream: not written
+    # (a Time is a struct, which omitempty does not omit: its zero is written as null)
     assert cs == {"name": "c", "ready": True, "restartCount": 0, "image": "", "imageID": "",
-                  "state": {"terminated": {"reason": "Done", "exitCode": 0}},
+                  "state": {"terminated": {"reason": "Done", "exitCode": 0, "startedAt": None, "finishedAt": None}},
                   "volumeMounts": [{"name": "v", "mountPath": ""}]}
-    # reason, message and the times are omitempty (a Time's zero is null): not written
-    assert status["conditions"] == [{"type": "Ready", "status": ""}]
+    # reason and message are omitempty: not written
+    assert status["conditions"] == [{"type": "Ready", "status": "", "lastProbeTime": None,
+                                     "lastTransitionTime": None}]
 
 
 async def test_updates_creates_and_applies_store_the_zero_values(client: Client) -> None:
@@ -140,13 +176,15 @@ async def test_updates_creates_and_applies_store_the_zero_values(client: Client)
     assert applied["status"]["initContainerStatuses"] == [CONTAINER_STATUS | {"name": "i"}]
     node = await client.create(NODES, {"metadata": {"name": "n"},
                                        "status": {"conditions": [{"type": "Ready"}], "addresses": [{}]}})
-    assert node["status"]["conditions"] == [{"type": "Ready", "status": ""}]
+    assert node["status"]["conditions"] == [{"type": "Ready", "status": "", "lastHeartbeatTime": None,
+                                             "lastTransitionTime": None}]
     assert node["status"]["addresses"] == [{"type": "", "address": ""}]
     service = await client.create(SERVICES, {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
     service["status"] = {"conditions": [{"type": "T"}], "loadBalancer": {"ingress": [{"ip": "1.2.3.4",
                                                                                      "ports": [{}]}]}}
     service = await client.update(f"{SERVICES}/s/status", service)
-    assert service["status"]["conditions"] == [{"type": "T", "status": "", "reason": "", "message": ""}]
+    assert service["status"]["conditions"] == [{"type": "T", "status": "", "reason": "", "message": "",
+                                                "lastTransitionTime": None}]
     assert service["status"]["loadBalancer"]["ingress"][0]["ports"] == [{"port": 0, "protocol": ""}]
     endpoints = await client.create(ENDPOINTS, {"metadata": {"name": "e"},
                                                 "subsets": [{"addresses": [{"ip": "1.2.3.4"}],
