@@ -3557,6 +3557,9 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
             merged["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
         return merged
     if subresource in ("status", "approval"):  # (a CSR's approval: its conditions, registry/certificates.py)
+        # the status strategies reset a deletion's timestamp (the pod's, ResetObjectMetaForStatus)
+        # but not its grace period: ValidateObjectMetaUpdate refuses one the write changes
+        _refuse_deletion_changes(rtype, new.get("metadata"), old_meta, ("deletionGracePeriodSeconds",))
         merged = dict(old)
         status = merged["status"] = new.get("status")
         merged["metadata"] = dict(old_meta)
@@ -3575,13 +3578,7 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     # BeforeUpdate keeps a deletion's timestamp and grace period (a write may leave them out);
     # ValidateObjectMetaUpdate refuses one the write sets otherwise (a live object's made
     # terminating by a PUT or patch: it was dropped, and the write went ahead)
-    causes = [{"reason": "FieldValueInvalid", "field": f"metadata.{field}",
-               "message": f"Invalid value: {_shown_meta_value(meta[field])}: field is immutable"}
-              for field in ("deletionTimestamp", "deletionGracePeriodSeconds")
-              if meta.get(field) is not None and meta[field] != old_meta.get(field)
-              and not (field == "deletionTimestamp" and old_meta.get(field))]
-    if causes:
-        raise ApiError.invalid(rtype, str(old_meta.get("name") or ""), causes)
+    _refuse_deletion_changes(rtype, meta, old_meta, ("deletionTimestamp", "deletionGracePeriodSeconds"))
     for field in ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds"):
         if field in old_meta:
             meta[field] = old_meta[field]
@@ -3593,6 +3590,23 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     elif (rtype.group, rtype.plural) in STEPPED_FROM_ZERO and _generation_moves(rtype, old, new):
         meta["generation"] = int(old_meta.get("generation") or 0) + 1
     return new
+
+
+def _refuse_deletion_changes(rtype: ResourceType, meta: Any, old_meta: dict[str, Any],
+                             fields: tuple[str, ...]) -> None:
+    """422 for a deletion field (of ``fields``) an update sets otherwise than stored, as
+    ValidateObjectMetaUpdate (``metadata.deletionGracePeriodSeconds: Invalid value: 30: field
+    is immutable``), after BeforeUpdate put back what the write left out and kept a terminating
+    object's timestamp whatever the write said."""
+    if not isinstance(meta, dict):
+        return
+    causes = [{"reason": "FieldValueInvalid", "field": f"metadata.{field}",
+               "message": f"Invalid value: {_shown_meta_value(meta[field])}: field is immutable"}
+              for field in fields
+              if meta.get(field) is not None and meta[field] != old_meta.get(field)
+              and not (field == "deletionTimestamp" and old_meta.get(field))]
+    if causes:
+        raise ApiError.invalid(rtype, str(old_meta.get("name") or ""), causes)
 
 
 def _shown_meta_value(value: Any) -> str:

@@ -480,3 +480,39 @@ async def test_a_write_may_not_make_an_object_terminating(served: Served) -> Non
         "deletionTimestamp": "2001-01-01T00:00:00Z", "labels": {"a": "b"}}})
     assert r.status_code == 200, r.text
     assert r.json()["metadata"]["deletionTimestamp"] == stored["deletionTimestamp"]
+
+
+async def test_a_status_write_may_not_set_a_deletion_grace_period(served: Served) -> None:
+    # a pod /status write of metadata.deletionGracePeriodSeconds was answered 200 and changed
+    # nothing: the pod's status strategy resets the deletion's timestamp, not its grace period,
+    # which ValidatePodStatusUpdate's ValidateObjectMetaUpdate then refuses
+    await served.client.create(PODS, {"metadata": {"name": "p"},
+                                      "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}})
+    merge = {"Content-Type": "application/merge-patch+json"}
+    grace = {"metadata": {"deletionGracePeriodSeconds": 30}, "status": {"phase": "Running"}}
+    r = await served.http.patch(f"{PODS}/p/status", json=grace, headers=merge)
+    assert status(r, 422, "Invalid") == ('Pod "p" is invalid: metadata.deletionGracePeriodSeconds: Invalid '
+                                         "value: 30: field is immutable")
+    assert r.json()["details"]["causes"] == [{"reason": "FieldValueInvalid",
+                                              "field": "metadata.deletionGracePeriodSeconds",
+                                              "message": "Invalid value: 30: field is immutable"}]
+    pod = await served.client.get(f"{PODS}/p")
+    assert pod["status"]["phase"] == "Pending" and "deletionGracePeriodSeconds" not in pod["metadata"]
+    r = await served.http.put(f"{PODS}/p/status", json={**pod, "metadata": {**pod["metadata"],
+                                                                           "deletionGracePeriodSeconds": 0}})
+    assert status(r, 422, "Invalid").endswith("metadata.deletionGracePeriodSeconds: Invalid value: 0: field is "
+                                              "immutable")
+    # a deletion's timestamp is reset by the strategy (dropped, the write goes ahead)
+    r = await served.http.patch(f"{PODS}/p/status", headers=merge, json={
+        "metadata": {"deletionTimestamp": "2001-01-01T00:00:00Z"}, "status": {"phase": "Running"}})
+    assert r.status_code == 200 and "deletionTimestamp" not in r.json()["metadata"], r.text
+    # a terminating pod's status writes keep its grace period, left out or said again; changed: 422
+    assert (await served.http.delete(f"{PODS}/p")).status_code == 200
+    held = (await served.client.get(f"{PODS}/p"))["metadata"]["deletionGracePeriodSeconds"]
+    for meta in ({}, {"deletionGracePeriodSeconds": held}):
+        r = await served.http.patch(f"{PODS}/p/status", headers=merge,
+                                    json={"metadata": meta, "status": {"phase": "Running"}})
+        assert r.status_code == 200 and r.json()["metadata"]["deletionGracePeriodSeconds"] == held, r.text
+    r = await served.http.patch(f"{PODS}/p/status", headers=merge,
+                                json={"metadata": {"deletionGracePeriodSeconds": held + 1}})
+    assert status(r, 422, "Invalid").endswith(f"Invalid value: {held + 1}: field is immutable")
