@@ -47,8 +47,10 @@ events for the queue, so the plugin never starts informers of its own.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -63,7 +65,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ActionType",
     "BatchScorer",
+    "BIND_SLOT",
     "BindPlugin",
+    "BindSlot",
     "ClusterEvent",
     "Code",
     "CycleState",
@@ -86,6 +90,7 @@ __all__ = [
     "WatchedResource",
     "MAX_NODE_SCORE",
     "num_feasible_nodes_to_find",
+    "waiting_outside_the_bind_bound",
 ]
 
 MAX_NODE_SCORE = 100
@@ -182,6 +187,55 @@ class CycleState:
         c.skip_filter = set(self.skip_filter)
         c.skip_score = set(self.skip_score)
         return c
+
+
+# The binding cycle's ``BindSlot``, in its CycleState
+BIND_SLOT = "framework/bindSlot"
+
+
+class BindSlot:
+    """A binding cycle's place under the scheduler's bound on API writes in flight
+    (``bind_concurrency``), held from PreBind through Bind.
+
+    A PreBind that waits for something else than its own writes (a claim bound by a
+    controller, a device's binding conditions), for up to minutes, gives its place up
+    meanwhile: ``async with waiting_outside_the_bind_bound(state):``. Upstream runs each
+    binding cycle in a goroutine of its own, with no shared bound to hold; here a few
+    hundred pods waiting for claims that never bind would otherwise stop every other
+    pod's binding until they time out. ``held`` says whether the place is held: a wait
+    cancelled while it takes its place back leaves it not held, and ``release`` then
+    gives back nothing."""
+
+    __slots__ = ("_bound", "held")
+
+    def __init__(self, bound: asyncio.Semaphore) -> None:
+        self._bound = bound
+        self.held = False
+
+    async def acquire(self) -> None:
+        await self._bound.acquire()
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._bound.release()
+
+    @contextlib.asynccontextmanager
+    async def given_up(self) -> AsyncIterator[None]:
+        """Not held inside the block; held again (after waiting for a place) after it."""
+        self.release()
+        try:
+            yield
+        finally:
+            await self.acquire()
+
+
+def waiting_outside_the_bind_bound(state: CycleState) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The binding cycle's ``BindSlot`` given up for a PreBind's wait (see ``BindSlot``);
+    nothing outside a binding cycle (a plugin's PreBind called on its own)."""
+    slot: BindSlot | None = state.get(BIND_SLOT)
+    return slot.given_up() if slot is not None else contextlib.nullcontext()
 
 
 # --------------------------------------------------------------------------- cluster events
@@ -339,7 +393,8 @@ class PermitPlugin(Plugin, Protocol):
 @runtime_checkable
 class PreBindPlugin(Plugin, Protocol):
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
-        """Write what must exist before the binding (DRA claim allocations); may wait."""
+        """Write what must exist before the binding (DRA claim allocations); may wait, for
+        others' writes ``async with waiting_outside_the_bind_bound(state)`` (``BindSlot``)."""
         ...
 
 

@@ -32,7 +32,7 @@ from ..metrics import SCHEDULER_E2E_SCHEDULING, SCHEDULER_SCHEDULE_ATTEMPTS
 from ..podgeneration import generation_of, observing
 from .cache import Cache
 from .events import EventRecorder
-from .framework import ActionType, Code, CycleState, Registry, Status, WatchedResource
+from .framework import BIND_SLOT, ActionType, BindSlot, Code, CycleState, Registry, Status, WatchedResource
 from .nodeinfo import NodeInfo, PodInfo, resize_state
 from .plugins import PluginConfig
 from .plugins.gangscheduling import rejected_with_group
@@ -98,7 +98,9 @@ class _Waiting:
 class Scheduler:
     """One profile's scheduler over one API client (see the module docstring).
 
-    ``bind_concurrency`` bounds the binding cycles in flight (each is one API write).
+    ``bind_concurrency`` bounds the binding cycles writing at once (PreBind's writes and
+    the binding); one whose PreBind waits for a controller (a claim's binding, binding
+    conditions) holds no place meanwhile (``framework.BindSlot``).
     """
 
     def __init__(self, client: Client, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
@@ -650,7 +652,10 @@ class Scheduler:
                     self._park_siblings(pod, verdict.message)
                 self._failed(pod, verdict, cycle, verdict.message)
                 return
-        await self._binds.acquire()
+        # (a PreBind that waits for a controller gives its slot up meanwhile: BindSlot)
+        slot = BindSlot(self._binds)
+        state.write(BIND_SLOT, slot)
+        await slot.acquire()
         try:
             for p in self.fwk.pre_bind:
                 s = await p.pre_bind(state, pod, node)
@@ -679,7 +684,7 @@ class Scheduler:
             self._unreserve(state, pod, node)
             self._failed(pod, Status(Code.ERROR, str(e)), cycle, f"binding rejected: {e}")
         finally:
-            self._binds.release()
+            slot.release()
 
     async def _bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         for p in self.fwk.bind:

@@ -505,8 +505,11 @@ class DraManager:
                     del self._assumed_alloc[key]
         pc.reserved = None
 
-    async def pre_bind(self, client: Any, pc: PodClaims, pod: Mapping[str, Any], node_name: str) -> None:
-        """Write each claim's allocation and reservation; wait for binding conditions.
+    async def pre_bind(self, client: Any, pc: PodClaims, pod: Mapping[str, Any], node_name: str,
+                       waiting_outside: contextlib.AbstractAsyncContextManager[Any] | None = None) -> None:
+        """Write each claim's allocation and reservation; wait for binding conditions, inside
+        ``waiting_outside`` (the binding cycle's place among the writers given up meanwhile:
+        ``framework.BindSlot``).
 
         Raises ``BindingFailed`` (after releasing what it wrote) when it cannot finish."""
         plan = pc.reserved[1] if pc.reserved is not None and pc.reserved[0] == node_name else None
@@ -528,7 +531,8 @@ class DraManager:
             raise
         if waiting:
             try:
-                await self._wait_binding(waiting)
+                async with waiting_outside or contextlib.nullcontext():
+                    await self._wait_binding(waiting)
             except BindingFailed:
                 await self.release(client, pc, pod)
                 raise

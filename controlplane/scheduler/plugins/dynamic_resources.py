@@ -36,6 +36,7 @@ from ..framework import (
     Registry,
     Status,
     WatchedResource,
+    waiting_outside_the_bind_bound,
 )
 from ..nodeinfo import NodeInfo, PodInfo
 
@@ -207,7 +208,8 @@ class DynamicResources:
         if pc is None:
             return None
         try:
-            await self.manager.pre_bind(self.handle.client, pc, pod.obj, node_name)
+            await self.manager.pre_bind(self.handle.client, pc, pod.obj, node_name,
+                                        waiting_outside_the_bind_bound(state))
         except BindingFailed as e:
             return Status(Code.UNSCHEDULABLE, str(e), plugin=NAME)
         return None

@@ -13,7 +13,9 @@ PreFilter looks at the pod's PersistentVolumeClaims (``spec.volumes[].persistent
 PreBind, for those delayed claims, as upstream's ``BindPodVolumes``: each gets the
 ``volume.kubernetes.io/selected-node`` annotation naming the node chosen, for the
 controller to bind or provision its volume there; then the pod waits, every second, until
-every one is ``Bound``, and only then is bound itself. A claim still unbound after
+every one is ``Bound``, and only then is bound itself. It waits outside the scheduler's
+bound on binding cycles writing at once (``framework.BindSlot``): pods waiting for claims
+that never bind do not hold up the others' bindings. A claim still unbound after
 ``bindTimeoutSeconds`` (600, upstream's VolumeBindingArgs default; its provisioner does not
 run, say) fails the cycle with ``running PreBind plugin "VolumeBinding": binding volumes:
 context deadline exceeded``, the pod back in the queue; so does a claim deleted or whose
@@ -39,7 +41,16 @@ from typing import Any
 from controlplane.client import ApiError, resource_path
 
 from ...selectormatch import match_node_selector_terms
-from ..framework import ActionType, ClusterEvent, Code, CycleState, Handle, Status, WatchedResource
+from ..framework import (
+    ActionType,
+    ClusterEvent,
+    Code,
+    CycleState,
+    Handle,
+    Status,
+    WatchedResource,
+    waiting_outside_the_bind_bound,
+)
 from ..nodeinfo import NodeInfo, PodInfo
 
 __all__ = ["NAME", "VolumeBinding"]
@@ -150,27 +161,36 @@ class VolumeBinding:
                         resource_path("", "v1", "persistentvolumeclaims", pod.namespace, name),
                         {"metadata": {"annotations": {SELECTED_NODE: node_name}}})
             deadline = time.monotonic() + self.bind_timeout
-            while True:
-                waiting = False
-                for name in delayed:
-                    claim = claims.get(f"{pod.namespace}/{name}")
-                    if claim is None:
-                        return _failed(f'persistentvolumeclaim "{name}" not found')
-                    if _bound(claim):
-                        continue
-                    # (absent: the informer has not shown the annotation written above yet)
-                    if ((claim.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE) not in (
-                            None, node_name):
-                        return _failed(f'selectedNode annotation reset for PVC "{name}"')
-                    waiting = True
-                if not waiting:
-                    return self._fits(delayed, pod, node_name)
-                if time.monotonic() >= deadline:
-                    return _failed("context deadline exceeded")
-                await asyncio.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
+            unbound = self._unbound(delayed, pod, node_name)
+            if unbound is True:
+                # the wait is the controller's binding, not a write of ours: the other pods'
+                # binding cycles go on meanwhile (upstream's run in goroutines of their own)
+                async with waiting_outside_the_bind_bound(state):
+                    while unbound is True:
+                        if time.monotonic() >= deadline:
+                            return _failed("context deadline exceeded")
+                        await asyncio.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
+                        unbound = self._unbound(delayed, pod, node_name)
+            return unbound if isinstance(unbound, Status) else self._fits(delayed, pod, node_name)
         except ApiError as e:
             return _failed(e.message)
 
+    def _unbound(self, delayed: list[str], pod: PodInfo, node_name: str) -> Status | bool:
+        """Whether a claim of ``delayed`` is still to be bound (True), every one is (False), or
+        why the wait fails (a claim gone, or named for another node meanwhile)."""
+        claims = self.handle.lister("persistentvolumeclaims")
+        waiting = False
+        for name in delayed:
+            claim = claims.get(f"{pod.namespace}/{name}")
+            if claim is None:
+                return _failed(f'persistentvolumeclaim "{name}" not found')
+            if _bound(claim):
+                continue
+            # (absent: the informer has not shown the annotation PreBind wrote yet)
+            if ((claim.get("metadata") or {}).get("annotations") or {}).get(SELECTED_NODE) not in (None, node_name):
+                return _failed(f'selectedNode annotation reset for PVC "{name}"')
+            waiting = True
+        return waiting
 
     def _fits(self, names: list[str], pod: PodInfo, node_name: str) -> Status | None:
         """Upstream's last check of checkBindings: each claim's volume may be used on the node

@@ -205,3 +205,39 @@ async def test_the_binding_timeout_releases_the_claim_requeues_and_later_binds(
             # never more than the one consumer, never allocated without it
             assert set(history.versions) <= {(False, 0), (True, 1)}
             await _bound_when_attached(cluster)
+
+
+async def test_pods_waiting_for_binding_conditions_hold_no_bind_slot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PreBind waiting for a device's binding conditions gives its place among the binding
+    cycles writing at once up meanwhile (``framework.BindSlot``): more such pods than places
+    do not hold up an ordinary pod's binding (upstream's binding cycles share no bound)."""
+    async with running(tmp_path, monkeypatch, make=lambda c: Scheduler(c, bind_concurrency=1)) as cluster:
+        c = cluster.c
+        await create_node(c, node(NODE))
+        await c.create(resource_path(*R, "deviceclasses"), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "fabric"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}})
+        await c.create(resource_path(*R, "resourceslices"), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "fabric-slice"},
+            "spec": {"driver": DRIVER, "nodeName": NODE,
+                     "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"link-{i}", "bindsToNode": True, "bindingConditions": [ATTACHED],
+                                  "bindingFailureConditions": [FAILED]}
+                                 for i in range(2)]}})
+        for i in range(2):  # never reported attached
+            await c.create(CLAIMS, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                    "metadata": {"name": f"link-{i}", "namespace": "default"},
+                                    "spec": {"devices": {"requests": [{"name": "l", "exactly": {
+                                        "deviceClassName": "fabric"}}]}}})
+            await cluster.pods(pod(f"attached-{i}", resourceClaims=[{"name": "link",
+                                                                     "resourceClaimName": f"link-{i}"}]))
+
+        async def both_allocated() -> bool:  # each PreBind has written its claim and waits
+            claims = (await c.list(CLAIMS))["items"]
+            return sum(1 for cl in claims if (cl.get("status") or {}).get("allocation")) == 2
+
+        await cluster.until(both_allocated)
+        await cluster.pods(pod("plain"))
+        where = await cluster.bound("plain", timeout=5.0)
+        assert where["attached-0"] is None and where["attached-1"] is None
