@@ -117,8 +117,8 @@ class Shape:
     cannot be decoded into the Go field (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("accepts", "bound", "expect", "fields", "go_type", "items", "null_times", "parse", "required",
-                 "struct", "values", "zeros")
+    __slots__ = ("accepts", "bound", "expect", "fields", "go_type", "items", "null_fill", "null_times", "parse",
+                 "required", "struct", "values", "zeros")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -140,6 +140,7 @@ class Shape:
         # the Time fields of such a struct that Go writes as null when zero (a struct, which
         # ``omitempty`` does not omit): ``_NULL_TIMES``, ``fill_zeros``
         self.null_times: tuple[str, ...] = ()
+        self.null_fill: tuple[tuple[str, None], ...] = ()  # (each of them, None): for ``fill_zeros``
         # of a built-in type: the Go type Go's decoder names in its errors (``int32``,
         # ``[]v1.Container``, ``map[string]string``), and a struct's type name (``PodSpec``)
         self.go_type = ""
@@ -279,7 +280,7 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
         if null_times:
             for k in null_times:
                 if k not in value:
-                    found.unfilled.append((value, tuple((t, None) for t in null_times)))
+                    found.unfilled.append((value, shape.null_fill))
                     break
         if prune and unknown:
             for k in unknown:
@@ -607,6 +608,7 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
                 if name.startswith("io.k8s.") and shape.fields:
                     shape.zeros = _zero_fields(name, target, shape.fields)
                     shape.null_times = tuple(f for f in _NULL_TIMES.get(name, ()) if f in shape.fields)
+                    shape.null_fill = tuple((f, None) for f in shape.null_times)
             shape.parse = _PARSED.get(name)
             package, _, type_name = name.rpartition(".")
             shape.go_type = f"{package.rpartition('.')[2]}.{type_name}"
