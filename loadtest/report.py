@@ -7,7 +7,13 @@ from a copy of it (``python -m loadtest report DIR``):
     locust_stats_history.csv   Locust's statistics over time (--csv-full-history)
     server.jsonl               one line per /metrics scrape (loadtest.serverwatch)
     metrics-first.prom, metrics-last.prom   the first and last scrape, whole
+    metrics-first-N.prom, metrics-last-N.prom   the same of replica N, with several targets
     plan.json, run.json        what was asked, what happened (written by the harness)
+
+With several targets (``run --target A --target B``, API server replicas), the
+server-side verdicts read each replica's histograms over the run, summed; the
+summary adds ``replicas``, each one's figures, and the plots of the event-loop
+lag and of memory and CPU draw a line per replica.
 """
 
 from __future__ import annotations
@@ -19,14 +25,14 @@ import json
 import math
 import warnings
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import leftworkers
-from .promtext import parse
-from .serverwatch import api_call_histograms, run_histograms
+from .promtext import Histogram, Scrape, parse
+from .serverwatch import api_call_histograms, metrics_files, run_histograms
 from .slo import SLI, SLOS, Entry, Verdict, entries_from_locust_json, evaluate, no_data_note, overall
 
 __all__ = ["PLOTS", "build", "fmt", "read_run", "scheduling_series"]
@@ -35,6 +41,7 @@ PLOTS = ("throughput", "latency", "lock_wait", "event_delivery", "event_loop_lag
          "server_resources")
 
 _HTTP = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_K = TypeVar("_K")
 
 LOCK_WAIT = "controlplane_watch_cache_lock_wait_seconds"
 DELIVERY = "controlplane_watch_event_delivery_seconds"
@@ -283,8 +290,19 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
                                 "watch of the same worker) as run-wide p99 lines.")
 
     fig, ax = plt.subplots(figsize=(8, 3))
-    server_series(ax, [("event_loop_lag", "event loop lag p99"), ("request_duration", "request duration p99")], 1000,
-                  "controlplane_event_loop_lag_seconds")
+    replicas = _replica_series(server)
+    if replicas:  # several targets: each replica's lag (a sum of them means nothing)
+        for label, scraped in replicas.items():
+            lag = [(at, x["event_loop_lag"]["p99"] * 1000) for at, x in scraped
+                   if isinstance(x.get("event_loop_lag"), dict) and x["event_loop_lag"].get("count")
+                   and x["event_loop_lag"].get("p99") is not None]
+            if lag:
+                ax.plot([p[0] for p in lag], [p[1] for p in lag], marker=".", label=f"event loop lag p99, {label}")
+        server_series(ax, [("request_duration", "request duration p99, all replicas")], 1000,
+                      "controlplane_event_loop_lag_seconds")
+    else:
+        server_series(ax, [("event_loop_lag", "event loop lag p99"), ("request_duration", "request duration p99")],
+                      1000, "controlplane_event_loop_lag_seconds")
     ax.set_ylabel("ms")
     ax.set_title("Server event loop lag (and request duration), p99 per scrape interval")
     save(fig, "event_loop_lag", "How late the server's event loop runs a 10 ms timer.")
@@ -334,7 +352,20 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     fig, ax = plt.subplots(figsize=(8, 3))
     rss = [(s["at"], s["rss_bytes"] / 2**20) for s in server if s.get("rss_bytes")]
     cpu = [(s["at"], s["cpu_seconds"]) for s in server if s.get("cpu_seconds") is not None]
-    if rss:
+    if replicas and rss:  # several targets: each replica's memory and CPU
+        ax2 = ax.twinx()
+        for label, scraped in replicas.items():
+            mine = [(at, x["rss_bytes"] / 2**20) for at, x in scraped if x.get("rss_bytes")]
+            ax.plot([p[0] for p in mine], [p[1] for p in mine], label=f"RSS MiB, {label} (left axis)")
+            spent = [(at, x["cpu_seconds"]) for at, x in scraped if x.get("cpu_seconds") is not None]
+            if len(spent) > 1:
+                xs, ys = _rate(spent)
+                ax2.plot(xs, [100 * y for y in ys], linestyle="--", label=f"CPU %, {label} (right axis)")
+        ax.set_ylabel("RSS MiB")
+        ax2.set_ylabel("CPU % (100 = one core)")
+        (left, left_labels), (right, right_labels) = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
+        ax.legend(left + right, left_labels + right_labels, fontsize=7, loc="upper left")
+    elif rss:
         ax.plot([p[0] for p in rss], [p[1] for p in rss], color="#3a87c8", label="RSS MiB (left axis)")
         ax.set_ylabel("RSS MiB")
         ax2 = ax.twinx()
@@ -349,9 +380,27 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
         empty(ax, "no process figures")
     ax.set_xlabel("s")
     who = "the server and its child processes (/proc)" if run.get("server_pid") else "process_* metrics"
+    if replicas:
+        who = "each replica, from its process_* metrics"
     ax.set_title("Server memory and CPU")
     save(fig, "server_resources", f"RSS and CPU of {who}.")
     return captions
+
+
+def _replica_series(server: list[dict[str, Any]]) -> dict[str, list[tuple[float, dict[str, Any]]]]:
+    """Several targets' server.jsonl: per replica, (seconds, its figures) of each line that
+    scraped it; nothing for one target's."""
+    out: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+    for s in server:
+        for r in s.get("replicas") or ():
+            if isinstance(r, dict) and len(r) > 1:  # (only its target: not scraped that time)
+                out.setdefault(_short(str(r.get("target"))), []).append((s["at"], r))
+    return out
+
+
+def _short(target: str) -> str:
+    """A replica's label in a plot: its URL without the scheme."""
+    return target.split("://", 1)[-1]
 
 
 # --------------------------------------------------------------------------- summary + html
@@ -420,19 +469,15 @@ def build(out: Path) -> dict[str, Any]:
     server = _read_lines(out / "server.jsonl")
     plan = _read_json(out / "plan.json", {})
     run = read_run(out)
-    first = last = None
-    last_text = ""
-    if (out / "metrics-last.prom").exists():
-        last_text = (out / "metrics-last.prom").read_text()
-        last = parse(last_text, 0.0)
-        if (out / "metrics-first.prom").exists():
-            first = parse((out / "metrics-first.prom").read_text(), 0.0)
-    lock = run_histograms(first, last, LOCK_WAIT, role="writer")
-    delivery = run_histograms(first, last, DELIVERY)
-    api_calls = api_call_histograms(first, last, SLI)
+    targets = [str(t) for t in plan.get("targets") or run.get("targets") or ()]
+    scrapes = [_scrapes(out, i) for i in range(max(len(targets), 1))]
+    lock = _summed(run_histograms(first, last, LOCK_WAIT, role="writer") for first, last, _ in scrapes)
+    delivery = _summed(run_histograms(first, last, DELIVERY) for first, last, _ in scrapes)
+    api_calls = _summed(api_call_histograms(first, last, SLI) for first, last, _ in scrapes)
+    last_text = next((text for _, _, text in scrapes if text), "")
     verdicts = _explained(evaluate(entries, lock, delivery, api_calls), locust_results=bool(raw),
-                          scraped=last is not None, last_text=last_text, scrapes=len(server), run=run,
-                          entries=entries)
+                          scraped=any(last is not None for _, last, _ in scrapes), last_text=last_text,
+                          scrapes=len(server), run=run, entries=entries)
 
     requests = sum(e.num_requests for e in entries if e.request_type in _HTTP)
     failures = sum(e.num_failures for e in entries)
@@ -457,7 +502,7 @@ def build(out: Path) -> dict[str, Any]:
         "peak_server_rss_bytes": peak_rss or None,
         # responses (watch streams above all) that waited for their client to read, over the run:
         # part of the event delivery latency that is the clients' reading, not the server's work
-        "server_write_blocked": _write_blocked(first, last),
+        "server_write_blocked": _summed_write_blocked(scrapes),
         "scrapes": len(server),
         "entries": _entry_rows(entries),
         "quota": run.get("quota"),
@@ -468,6 +513,8 @@ def build(out: Path) -> dict[str, Any]:
                          if not leftworkers.lost(e)],
         "plots": [],
     }
+    if len(targets) > 1:
+        summary["replicas"] = _replicas(targets, scrapes, server)
     summary["complete"] = not summary["incomplete_because"]
     # latencies of failed requests (a refused connection answers fast) prove nothing: a run with
     # failures, or one that did not finish (interrupted, no Locust results), does not pass
@@ -508,7 +555,8 @@ def _incomplete_because(run: dict[str, Any], locust_results: bool, scraped: bool
     if run.get("server_exited_at") is not None:
         why.append(f"controlplane serve exited after {fmt(run['server_exited_at'])} s of load")
     if run.get("target_unreachable_at") is not None:
-        why.append(f"the target refused connections from {fmt(run['target_unreachable_at'])} s of load on")
+        who = f"the target {run['unreachable_target']}" if run.get("unreachable_target") else "the target"
+        why.append(f"{who} refused connections from {fmt(run['target_unreachable_at'])} s of load on")
     if not locust_results:
         why.append("no Locust results (locust.json is missing or empty)")
     if not scraped:
@@ -520,6 +568,69 @@ def _incomplete_because(run: dict[str, Any], locust_results: bool, scraped: bool
         # a quota run (million) is complete only if every pod it created was deleted in time
         why.append("not every pod of the quota was created and deleted in time")
     return why
+
+
+def _scrapes(out: Path, replica: int) -> tuple[Scrape | None, Scrape | None, str]:
+    """Replica ``replica``'s (from 0) first and last scrape of the run, and the last one's text."""
+    first_name, last_name = metrics_files(replica)
+    if not (out / last_name).exists():
+        return None, None, ""
+    text = (out / last_name).read_text()
+    first = parse((out / first_name).read_text(), 0.0) if (out / first_name).exists() else None
+    return first, parse(text, 0.0), text
+
+
+def _summed(per_replica: Iterable[Mapping[_K, Histogram]]) -> dict[_K, Histogram]:
+    """Histograms by key, summed over the replicas (one replica's are as they are)."""
+    out: dict[_K, Histogram] = {}
+    for hists in per_replica:
+        for key, h in hists.items():
+            out[key] = out[key].plus(h) if key in out else h
+    return out
+
+
+def _summed_write_blocked(scrapes: Sequence[tuple[Scrape | None, Scrape | None, str]]) -> dict[str, float] | None:
+    counted = [b for b in (_write_blocked(first, last) for first, last, _ in scrapes) if b is not None]
+    if not counted:
+        return None
+    if len(counted) == 1:
+        return counted[0]
+    return {"blocks": int(sum(b["blocks"] for b in counted)), "seconds": round(sum(b["seconds"] for b in counted), 3)}
+
+
+def _over_run(first: Scrape | None, last: Scrape | None, name: str) -> float | None:
+    """What the run added to the counters ``name`` (every series summed), last scrape minus first."""
+    if last is None:
+        return None
+    total = last.sum(name)
+    if total is None:
+        return None
+    return total - ((first.sum(name) or 0.0) if first is not None else 0.0)
+
+
+def _replicas(targets: Sequence[str], scrapes: Sequence[tuple[Scrape | None, Scrape | None, str]],
+              server: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each replica's figures over the run, where a sum over them means nothing or hides one:
+    the requests it answered (``apiserver_request_total``), its event-loop lag p99, its peak RSS
+    and its CPU seconds. None where its ``/metrics`` (or a scrape of it) had none."""
+    rows = []
+    for i, (target, (first, last, _)) in enumerate(zip(targets, scrapes, strict=True)):
+        lag = None
+        if last is not None:
+            h = last.histogram("controlplane_event_loop_lag_seconds")
+            if h is not None:
+                d = h.minus(first.histogram("controlplane_event_loop_lag_seconds") if first else None)
+                lag = d.quantile(0.99)
+        rss = [float(r["rss_bytes"]) for s in server for r in (s.get("replicas") or ())[i:i + 1]
+               if r.get("rss_bytes")]
+        requests = _over_run(first, last, "apiserver_request_total")
+        cpu = _over_run(first, last, "process_cpu_seconds_total")
+        rows.append({"target": target, "scraped": last is not None,
+                     "requests": None if requests is None else int(requests),
+                     "event_loop_lag_p99_s": None if lag is None or math.isinf(lag) else lag,
+                     "peak_rss_bytes": max(rss, default=None),
+                     "cpu_seconds": None if cpu is None else round(cpu, 3)})
+    return rows
 
 
 def _write_blocked(first: Any, last: Any) -> dict[str, float] | None:
@@ -598,12 +709,14 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
     facts = [
         ("Scenario", f"{summary.get('scenario')}: {plan.get('description', '')}"),
         ("Command", run.get("command")),
-        ("Target", run.get("target")),
+        ("Target", ", ".join(run["targets"]) + " (the users spread over them)" if run.get("targets")
+         else run.get("target")),
         ("Wall time", None if run.get("wall_seconds") is None else f"{fmt(run['wall_seconds'])} s"),
         ("Locust processes", _processes(run)),
         ("Requests", f"{fmt(summary['requests'])}, failed {fmt(summary['failures'])}, deliberate non-2xx "
                      f"{fmt(summary['expected_non_2xx'])}"),
-        ("Server peak RSS", f"{fmt(rss / 2**20)} MiB" if rss else "–"),
+        ("Server peak RSS" + (" (the worst replica's)" if summary.get("replicas") else ""),
+         f"{fmt(rss / 2**20)} MiB" if rss else "–"),
     ]
     blocked = summary.get("server_write_blocked")
     if blocked:
@@ -620,8 +733,8 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
         facts.append(("Server", f"controlplane serve exited with {run.get('server_exit')} after "
                                 f"{fmt(run['server_exited_at'])} s of load; the load was stopped"))
     elif run.get("target_unreachable_at") is not None:
-        facts.append(("Server", f"{run.get('target')} refused connections from {fmt(run['target_unreachable_at'])} s "
-                                "of load on; the load was stopped"))
+        facts.append(("Server", f"{run.get('unreachable_target') or run.get('target')} refused connections from "
+                                f"{fmt(run['target_unreachable_at'])} s of load on; the load was stopped"))
     quota = summary.get("quota")
     if quota:
         done = quota.get("completed_at")
@@ -633,6 +746,15 @@ def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[s
     if summary.get("incomplete_because"):
         facts.append(("Not complete", "; ".join(summary["incomplete_because"])))
     fact_rows = "".join(f"<tr><th>{k}</th><td>{fmt(v)}</td></tr>" for k, v in facts)
+    replica_rows = "".join(
+        f"<tr><td>{html.escape(r['target'])}</td><td>{fmt(r['requests'])}</td>"
+        f"<td>{fmt(None if r['event_loop_lag_p99_s'] is None else r['event_loop_lag_p99_s'] * 1000)}</td>"
+        f"<td>{fmt(None if r['peak_rss_bytes'] is None else r['peak_rss_bytes'] / 2**20)}</td>"
+        f"<td>{fmt(r['cpu_seconds'])}</td></tr>" for r in summary.get("replicas") or ())
+    replicas = ("<h2>Replicas</h2><p>Each target's own figures over the run (its <code>/metrics</code>); the "
+                "verdicts' server-side histograms are their sums.</p><table><tr><th>target</th>"
+                "<th>requests answered</th><th>event loop lag p99 ms</th><th>peak RSS MiB</th><th>CPU s</th></tr>"
+                f"{replica_rows}</table>" if replica_rows else "")
     ov = summary["overall"]
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>controlplane load test: {fmt(summary.get('scenario'))}</title>
@@ -651,6 +773,7 @@ figure {{ margin: 1.5em 0; }} figcaption {{ color: #555; font-size: 0.85em; }}
 <table><tr><th>SLO</th><th>threshold</th><th>p99</th><th>worst (or why no data)</th><th>samples</th>
 <th>measured by</th><th>verdict</th></tr>
 {verdict_rows}</table>
+{replicas}
 <p><small>The API call SLOs are upstream's: latency from the moment the API server gets the request to the
 last byte of its response, read from the server's <code>apiserver_request_sli_duration_seconds</code> (every
 client's calls, the cluster's components too) when its <code>/metrics</code> was scraped; the Locust clients'

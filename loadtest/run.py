@@ -5,6 +5,9 @@
    places the pods) and wait for ``/readyz``. With ``--target``, take the
    credentials from ``--token`` or ``--kubeconfig`` (``loadtest.kubeauth``: a
    token, a client certificate, an exec plugin), which every client uses.
+   Several targets (API server replicas, as behind a load balancer) share the
+   load: each user sticks to one (``loadtest.locustfiles.base.spread_index``);
+   the harness's checks and probes go to the first, and every one is scraped.
 2. Start Locust headless and distributed: a master and ``--processes``
    workers (``locust -f loadtest/locustfiles/scenario.py``), the scenario's
    plan in their environment. Remote workers can join the same master
@@ -42,7 +45,7 @@ import httpx
 
 from . import kubeauth, leftworkers, report, scenarios, shapes
 from .kubeauth import Credentials, CredentialsError
-from .serverwatch import ServerWatcher
+from .serverwatch import ReplicasWatcher, ServerWatcher
 
 __all__ = ["EXIT_CODES", "add_arguments", "main", "outcome", "run"]
 
@@ -123,7 +126,10 @@ def _port(text: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", choices=sorted(scenarios.SCENARIOS),
                    help="the scenario to run (python -m loadtest scenarios says what each does)")
-    p.add_argument("--target", metavar="URL", help="an API server to load (default: start controlplane serve)")
+    p.add_argument("--target", metavar="URL", action="append",
+                   help="an API server to load (default: start controlplane serve); repeated, or a comma-separated "
+                        "list, several replicas of one cluster: the users spread over them, each user sticking to "
+                        "one, the checks and probes go to the first, and each one's /metrics is scraped")
     p.add_argument("--kubeconfig", type=Path, metavar="PATH",
                    help="credentials for --target: its current context's user (a token, a client certificate, "
                         "an exec plugin) and its cluster's CA; its server is the target when --target is not given")
@@ -317,11 +323,18 @@ def _progress_rows(stats: dict[tuple[str, str], dict[str, str]], server: dict[st
                 "pods", "pods [cluster]", "pods [namespace]", "pods/status", "leases", "watch delivery pods",
                 "pod startup"):
             rows.append((f"p99 {method} {name}", f"{r.get('99%', '–')} ms"))
+    worst = " (worst replica)" if server.get("replicas") else ""
     for key, label in (("lock_wait_writer", "server writer lock wait p99"),
-                       ("event_delivery", "server event delivery p99"), ("event_loop_lag", "event loop lag p99")):
+                       ("event_delivery", "server event delivery p99"),
+                       ("event_loop_lag", f"event loop lag p99{worst}")):
         v = (server.get(key) or {}).get("p99")
         rows.append((label, "–" if v is None else f"{v * 1000:.3f} ms"))
-    if server.get("rss_bytes"):
+    replicas = server.get("replicas")
+    if replicas:  # several targets: each one's memory (the lag above is the worst replica's)
+        for r in replicas:
+            if r.get("rss_bytes"):
+                rows.append((f"RSS {r['target'].split('://', 1)[-1]}", f"{r['rss_bytes'] / 2**20:,.0f} MiB"))
+    elif server.get("rss_bytes"):
         rows.append(("server RSS", f"{server['rss_bytes'] / 2**20:,.0f} MiB"))
     return rows
 
@@ -375,9 +388,12 @@ class _Progress:
             self.live.stop()
 
 
-def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: str, auth: Credentials,
+def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, targets: list[str], auth: Credentials,
            server: _Server | None) -> dict[str, Any]:
-    """Run Locust (master + workers) against ``target`` while watching the server; return what happened."""
+    """Run Locust (master + workers) against ``targets`` (the users spread over them, the plan's
+    ``targets`` parameter when there are several) while watching the servers; return what happened."""
+    target = targets[0]
+    against = target if len(targets) == 1 else f"{', '.join(targets)} (the users spread over them)"
     stop_file = out / ".stop"
     stop_file.unlink(missing_ok=True)
     master_port = args.master_port or _free_port()
@@ -428,24 +444,29 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
               + "\nor, with a copy of (or a volume holding) the plan this run wrote:\n  "
               + shlex.join(["python", "-m", "loadtest", "worker", "--plan", str(out / "worker-plan.json"),
                             "--master-host", "THIS_HOST"]), file=sys.stderr)
-        for note in _remote_notes(args.master_bind_host, target):
+        for note in dict.fromkeys(n for t in targets for n in _remote_notes(args.master_bind_host, t)):
             print(f"loadtest: note: {note}", file=sys.stderr)
 
-    watcher = ServerWatcher(target, out, auth, pid=server.proc.pid if server else None,
-                            interval=args.scrape_interval)
+    watcher: ServerWatcher | ReplicasWatcher
+    if len(targets) == 1:
+        watcher = ServerWatcher(target, out, auth, pid=server.proc.pid if server else None,
+                                interval=args.scrape_interval)
+    else:
+        watcher = ReplicasWatcher(targets, out, auth, interval=args.scrape_interval)
     watcher.start()
     mode = "off" if args.no_progress else "live" if sys.stderr.isatty() else "lines"
     if mode != "off":
         # a quota run's read "40 pods created and deleted (at most 55 s) of load against ..."
         length = (f"{plan.pods_target:,} pods created and deleted, in at most {plan.duration:g} s of load,"
                   if plan.until == "quota" else f"{plan.duration:g} s of load")
-        print(f"loadtest {plan.scenario}: {length} against {target}; results in {out}", file=sys.stderr,
+        print(f"loadtest {plan.scenario}: {length} against {against}; results in {out}", file=sys.stderr,
               flush=True)
     progress = _Progress(mode, f"loadtest {plan.scenario}")
     load_started, load_epoch = time.monotonic(), time.time()
     deadline = load_started + plan.duration + 60 + (30 if plan.until == "quota" else 0)
     peak_pods = 0
     timings: dict[str, float] = {}
+    unreachable_target: str | None = None  # of several targets, the one gone
     lost_at: dict[int, float] = {}  # local workers that died under the load (killed, out of memory)
     left: list[dict[str, Any]] = []  # workers that left the test as the master saw them (a remote one killed)
     left_read = -1.0
@@ -489,8 +510,11 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
                     and "target_unreachable_at" not in timings:
                 # a target (or the harness's server) that no longer takes connections: as above
                 timings["target_unreachable_at"] = round(elapsed - gone, 1)
+                gone_target = target
+                if isinstance(watcher, ReplicasWatcher):
+                    gone_target = unreachable_target = watcher.unreachable_target
                 stop_file.touch()
-                print(f"loadtest: {target} has refused connections for {gone:.0f} s, since {elapsed - gone:.0f} s "
+                print(f"loadtest: {gone_target} has refused connections for {gone:.0f} s, since {elapsed - gone:.0f} s "
                       f"of load (the last: {watcher.last_error}); stopping the load", file=sys.stderr)
             if time.monotonic() > deadline and not stop_file.exists():
                 stop_file.touch()
@@ -553,7 +577,8 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
         print(f"loadtest: gave up after {args.workers_wait:g} s: fewer than the {expect} expected workers "
               f"joined, so no load ran; see {master_log}", file=sys.stderr)
     if watcher.errors:
-        print(f"loadtest: {watcher.errors} /metrics scrape{'s' if watcher.errors != 1 else ''} of {target} failed; "
+        print(f"loadtest: {watcher.errors} /metrics scrape{'s' if watcher.errors != 1 else ''} of "
+              f"{', '.join(targets)} failed; "
               f"the last: {watcher.last_error}", file=sys.stderr)
     final = _read_stats(out / "locust_stats.csv")
     quota = {"target": plan.pods_target, "created": _count(final, "POST", "pods"),
@@ -569,7 +594,8 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, target: st
             # pods created and not yet deleted at most, counted in a quota run only
             "load_seconds": round(time.monotonic() - load_started, 1),
             "peak_pods": peak_pods if plan.until == "quota" else None,
-            "scrape_errors": watcher.errors, "scrape_error": watcher.last_error, **timings}
+            "scrape_errors": watcher.errors, "scrape_error": watcher.last_error,
+            **({"unreachable_target": unreachable_target} if unreachable_target else {}), **timings}
 
 
 def _locust_failures(out: Path, master: Any, workers: list[Any]) -> list[str]:
@@ -667,7 +693,8 @@ def _prepare_out(out: Path) -> None:
     try:
         for name in _OUTPUTS:
             (out / name).unlink(missing_ok=True)
-        for stale in out.glob("locust-worker*.*"):
+        for stale in [*out.glob("locust-worker*.*"), *out.glob("metrics-first-*.prom"),
+                      *out.glob("metrics-last-*.prom")]:  # (a run of several targets: replica N's scrapes)
             stale.unlink(missing_ok=True)
         probe = out / ".write-check"  # the results go here at the end: know now that they can
         probe.write_bytes(b"")
@@ -705,11 +732,29 @@ def _scales(args: argparse.Namespace, plan: scenarios.Plan) -> bool:
     return (a.fixed, a.weighted, a.peak, a.params) != (b.fixed, b.weighted, b.peak, b.params)
 
 
+def _target_list(given: Sequence[str] | None) -> list[str]:
+    """The ``--target`` options, each a URL or a comma-separated list of them, as one list
+    without trailing ``/``; a URL given twice is refused (its users would be twice as many).
+
+    >>> _target_list(["https://a:6443/,https://b:6443", "https://c:6443"])
+    ['https://a:6443', 'https://b:6443', 'https://c:6443']
+    """
+    targets = [t.strip().rstrip("/") for option in given or () for t in option.split(",")]
+    if any(not t for t in targets):
+        raise SystemExit(f"loadtest: --target {','.join(given or ())!r} has an empty URL in it")
+    twice = sorted({t for t in targets if targets.count(t) > 1})
+    if twice:
+        raise SystemExit(f"loadtest: --target {', '.join(twice)} is given more than once")
+    return targets
+
+
 def _resolve_target(args: argparse.Namespace) -> tuple[str | None, Credentials, bool]:
-    """(target, credentials, binder): the server to load (None: the harness starts one), how
-    every client authenticates to it, and whether the harness's binder places the pods."""
+    """(target, credentials, binder): the server to load (None: the harness starts one; of
+    several ``--target``, the first), how every client authenticates to it, and whether the
+    harness's binder places the pods."""
+    given = _target_list(args.target)
     try:
-        target, auth = kubeauth.for_target(args.kubeconfig, args.token, args.target, args.context)
+        target, auth = kubeauth.for_target(args.kubeconfig, args.token, given[0] if given else None, args.context)
     except CredentialsError as e:
         raise SystemExit(f"loadtest: {e}") from None
     if target is None and args.token:
@@ -747,13 +792,16 @@ def _run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise SystemExit(f"loadtest: --out {out} exists and is not a directory")
     target, auth, binder = _resolve_target(args)
+    # the replicas after the first, which take their share of the users and are scraped, no more
+    more = _target_list(args.target)[1:]
     # the clients as the identities they stand for: on the server the harness starts (which lets anyone
     # impersonate unless its --server-arg say otherwise), on a --target when asked
     impersonate = args.impersonate == "on" or (args.impersonate == "auto" and target is None)
     plan = scenarios.Plan(**{**plan.__dict__, "params": {**plan.params, "impersonate": impersonate}})
     if target is not None:
         try:
-            _check_target(target, auth)
+            for t in (target, *more):  # each replica the load goes to: reachable, the credentials taken
+                _check_target(t, auth)
             if args.binder == "auto":
                 binder = _binder_needed(target, auth)
         except CredentialsError as e:  # an exec plugin that failed
@@ -771,6 +819,8 @@ def _run(args: argparse.Namespace) -> int:
                 _check_impersonation(target, auth)
         except CredentialsError as e:  # an exec plugin that failed
             raise SystemExit(f"loadtest: {e}") from None
+    if more:
+        plan = scenarios.Plan(**{**plan.__dict__, "params": {**plan.params, "targets": [target, *more]}})
     _prepare_out(out)
     (out / "plan.json").write_text(json.dumps({"scenario": plan.scenario, "description": plan.description,
                                                **plan.to_json()}, indent=2) + "\n")
@@ -796,7 +846,7 @@ def _run(args: argparse.Namespace) -> int:
 
     server_rc = None
     try:
-        info = _drive(args, plan, out, target, auth, server)
+        info = _drive(args, plan, out, [target, *more], auth, server)
     finally:
         if server is not None:
             server_rc = server.stop()
@@ -804,7 +854,8 @@ def _run(args: argparse.Namespace) -> int:
     (out / "run.json").write_text(json.dumps({
         "scenario": plan.scenario, "command": shlex.join(["python", "-m", "loadtest", "run", *_redacted(sys.argv[2:])])
         if sys.argv[1:2] == ["run"] else None,
-        "target": target, "server_command": server.command if server else None,
+        "target": target, **({"targets": [target, *more]} if more else {}),
+        "server_command": server.command if server else None,
         "server_pid": server.proc.pid if server else None, "server_exit": server_rc,
         "wall_seconds": round(wall, 1), **info,
     }, indent=2) + "\n")

@@ -50,8 +50,8 @@ from ..answer import RESOURCE_VERSION, Answer, WholeList
 from ..podlines import PodFacts, facts_of, pod_facts
 
 __all__ = [
-    "PARAMS", "TRACKER", "KubeUser", "Reflector", "Tracker", "WatchEvent", "microtime", "param", "path_for",
-    "unique_suffix",
+    "PARAMS", "TARGETS", "TRACKER", "KubeUser", "Reflector", "Tracker", "WatchEvent", "microtime", "param",
+    "path_for", "spread_index", "spread_target", "unique_suffix",
 ]
 
 # --------------------------------------------------------------------------- parameters
@@ -66,6 +66,37 @@ def param(name: str, default: Any) -> Any:
 
 # whether the users send their requests as the identities they stand for (KubeUser.act_as)
 IMPERSONATE = bool(param("impersonate", False))
+
+# the API server replicas the users spread over (``run --target A --target B``); none: Locust's
+# --host, the one target
+TARGETS: list[str] = [str(t) for t in param("targets", [])]
+_SPREAD: dict[str, int] = {}  # user class -> users of it this process has placed
+
+
+def spread_index(k: int, place: int, worker_index: int, targets: int) -> int:
+    """Which of ``targets`` the ``k``-th user (from 0) of a class in a worker process loads: the
+    class is ``place``-th among the plan's classes (sorted by name), the process is Locust's
+    worker ``worker_index``. Each class goes round the targets within a process; a class of one
+    user a process lands on a different target in each worker, and classes of one user each
+    (smoke's) on different targets.
+
+        >>> [spread_index(k, 0, 0, 2) for k in range(3)], spread_index(0, 1, 0, 2), spread_index(0, 0, 1, 3)
+        ([0, 1, 0], 1, 1)
+    """
+    return (k + place + max(worker_index, 0)) % targets
+
+
+def spread_target(user_class: str, worker_index: int) -> str | None:
+    """The target of the next ``user_class`` user this process starts (``spread_index``), or
+    None with one target (Locust's --host). A user keeps it for its life, as a client keeps
+    the connection a load balancer gave it to one replica."""
+    if len(TARGETS) < 2:
+        return None
+    classes = sorted({*PARAMS.get("_fixed", {}), *PARAMS.get("_weighted", {})})
+    k = _SPREAD.get(user_class, 0)
+    _SPREAD[user_class] = k + 1
+    place = classes.index(user_class) if user_class in classes else 0
+    return TARGETS[spread_index(k, place, worker_index, len(TARGETS))]
 
 
 _counter = itertools.count()
@@ -167,7 +198,10 @@ class Tracker:
     arrived (``seen``); whichever comes second reports the difference (0 when
     the event beat the response). Only resources some watch of this process
     follows are recorded (``watching``), and only the first watcher to see a
-    revision counts. Pods this process created are followed to bound (a
+    revision counts. With several targets (replicas over one etcd, whose
+    revisions are the resourceVersions of them all) the write and the watches
+    may be on different replicas, and match the same: the first watcher may be
+    on the writer's replica or on another, whose event crossed etcd. Pods this process created are followed to bound (a
     ``spec.nodeName``) and to ``Running``, from the time the create was sent.
     """
 
@@ -313,6 +347,9 @@ class KubeUser(FastHttpUser):
 
     def __init__(self, environment: Any) -> None:
         self.auth = credentials()
+        target = spread_target(type(self).__name__, getattr(environment.runner, "worker_index", 0))
+        if target is not None:
+            self.host = target  # this user's replica, for its whole life (the class keeps --host)
         super().__init__(environment)
         self._session()
         self.greenlets: list[gevent.Greenlet] = []
