@@ -81,7 +81,11 @@ def test_the_workers_read_the_plan_the_harness_writes(compose: dict[str, Any]) -
     assert argv[4] == "run" and args.scenario == "churn" and args.quick
     assert args.processes == 0 and args.expect_workers == int(env["LOCUST_WORKERS"])
     assert args.master_bind_host == "0.0.0.0"
-    assert args.target == "https://apiserver-1:6443" and args.kubeconfig == Path("/state/kubeconfig")
+    # the users spread over every replica, the checks and probes go to the first
+    replicas = sorted(name for name in services if name.startswith("apiserver-"))
+    assert loadtest_run._target_list(args.target) == [f"https://{name}:6443" for name in replicas]
+    assert set(master["depends_on"]) == set(replicas)
+    assert args.kubeconfig == Path("/state/kubeconfig")
     worker = services["loadtest-worker"]
     assert int(_interpolated(str(worker["deploy"]["replicas"]))) == args.expect_workers
     command = worker["command"]
