@@ -515,6 +515,9 @@ def build(out: Path) -> dict[str, Any]:
     }
     if len(targets) > 1:
         summary["replicas"] = _replicas(targets, scrapes, server)
+        if server:  # (none at all is said above) one replica unread: the verdicts lack its share
+            summary["incomplete_because"] += [f"no /metrics scrape of the replica {r['target']}"
+                                              for r in summary["replicas"] if not r["scraped"]]
     summary["complete"] = not summary["incomplete_because"]
     # latencies of failed requests (a refused connection answers fast) prove nothing: a run with
     # failures, or one that did not finish (interrupted, no Locust results), does not pass

@@ -223,3 +223,16 @@ def test_a_stale_replica_s_scrapes_are_removed_from_a_reused_out(tmp_path: Path)
         (tmp_path / name).write_text("x")
     run._prepare_out(tmp_path)
     assert not list(tmp_path.glob("metrics-*.prom"))
+
+
+def test_a_replica_that_stopped_taking_connections_is_named(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    ran = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**ran, "targets": ["https://a", "https://b"],
+                                                   "target_unreachable_at": 12.0, "unreachable_target": "https://b"}))
+    summary = report.build(tmp_path)
+    assert summary["incomplete_because"] == ["the target https://b refused connections from 12 s of load on",
+                                             "no /metrics scrape of the replica https://b"]
+    assert summary["overall"] == "incomplete"
+    assert "https://b refused connections from 12 s of load on; the load was stopped" in \
+        (tmp_path / "report.html").read_text()
