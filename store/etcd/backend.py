@@ -173,7 +173,13 @@ class _StreamBroken(StoreError):
 
 _UNAVAILABLE_CODES = {4, 10, 14}  # gRPC DEADLINE_EXCEEDED, ABORTED, UNAVAILABLE
 _UNAVAILABLE_MESSAGES = ("no leader", "timed out", "leader changed", "not capable", "stopped",
-                         "too many requests", "server is not ready")
+                         "too many requests", "server is not ready", "context deadline exceeded")
+# A write answered so was proposed, or waited to be, until etcd's request timeout: it may
+# still be committed. etcd 3.4 says "etcdserver: request timed out" (gRPC UNAVAILABLE, HTTP
+# 503) when the proposal was made and no quorum committed it in time, and a bare "context
+# deadline exceeded" (gRPC UNKNOWN, HTTP 500) when its member had no leader to propose to
+# for that long, as a lone member left of three has.
+_TIMED_OUT_MESSAGES = ("timed out", "context deadline exceeded")
 
 
 def _gateway_error(status: int, body: dict[str, Any], text: str) -> StoreError:
@@ -289,8 +295,8 @@ class _Gateway:
                 return _answer(resp)
             except Unavailable as e:
                 # etcd's ErrTimeout family ("request timed out", "... possibly due to previous
-                # leader failure"): the proposal was made and may still be committed
-                if "timed out" in str(e):
+                # leader failure") and its leaderless deadline: see _TIMED_OUT_MESSAGES
+                if any(m in str(e) for m in _TIMED_OUT_MESSAGES):
                     raise OutcomeUnknown(f"{e}: the write's outcome is unknown") from e
                 raise
         raise Unavailable(f"no etcd member answered ({', '.join(self.bases)}): {failure!r}") from failure

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import signal
 import uuid
@@ -25,7 +26,7 @@ from controlplane.podgen import PodGenerator
 from store.codec import ZSTD_DICT, Codec, CodecConfig
 from store.etcd import RESERVED_PREFIX, EtcdStore
 from store.etcd.backend import _Gateway, _user_spans
-from tests.etcd_server import EtcdServer
+from tests.etcd_server import EtcdCluster, EtcdServer
 
 pytestmark = pytest.mark.asyncio
 
@@ -327,14 +328,21 @@ async def test_a_write_etcd_leaves_unanswered_has_an_unknown_outcome(own_server:
         await s.close()
 
 
+_TIMED_OUT = [(503, {"error": "etcdserver: request timed out", "code": 14,
+                     "message": "etcdserver: request timed out"}),
+              # a member with no leader to propose to (a lone member of three): gRPC UNKNOWN
+              (500, {"error": "context deadline exceeded", "code": 2, "message": "context deadline exceeded"})]
+
+
+@pytest.mark.parametrize(("status", "body"), _TIMED_OUT, ids=["request-timed-out", "context-deadline"])
 @pytest.mark.parametrize(("read", "unknown"), [(False, True), (True, False)])
-async def test_etcds_request_timed_out_leaves_a_write_unknown(monkeypatch: pytest.MonkeyPatch,
-                                                               read: bool, unknown: bool) -> None:
-    """etcd's own "request timed out" (no quorum in time: gRPC UNAVAILABLE through the
-    gateway) comes after the proposal was made: a write's outcome is unknown, a read's is not."""
+async def test_etcds_request_timed_out_leaves_a_write_unknown(monkeypatch: pytest.MonkeyPatch, status: int,
+                                                               body: dict[str, object], read: bool,
+                                                               unknown: bool) -> None:
+    """etcd's own timeouts (no quorum in time) come after the proposal was made, or while it
+    waited for a leader: a write's outcome is unknown, a read's is not; both are ``Unavailable``."""
     def timed_out(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(503, json={"error": "etcdserver: request timed out", "code": 14,
-                                         "message": "etcdserver: request timed out"})
+        return httpx.Response(status, json=body)
 
     gw = _Gateway(["127.0.0.1:2379"], 1.0)
     mocked = httpx.AsyncClient(transport=httpx.MockTransport(timed_out))
@@ -342,8 +350,41 @@ async def test_etcds_request_timed_out_leaves_a_write_unknown(monkeypatch: pytes
     with pytest.raises(store.Unavailable) as e:
         await gw.call("/v3/kv/range" if read else "/v3/kv/txn", {}, read=read)
     assert isinstance(e.value, store.OutcomeUnknown) is unknown
-    assert "etcdserver: request timed out" in str(e.value)
+    assert str(body["message"]) in str(e.value)
     await mocked.aclose()
+
+
+def _leaderless(member: EtcdServer) -> bool:
+    with contextlib.suppress(httpx.HTTPError):
+        status = httpx.post(f"http://{member.endpoint}/v3/maintenance/status", json={}, timeout=1.0).json()
+        return bool(status.get("leader", "0") == "0")
+    return False
+
+
+async def test_a_cluster_without_quorum_leaves_a_write_unknown_until_a_member_returns(prefix: bytes) -> None:
+    """Two members of three killed: the one left has no leader and answers a write, after
+    etcd's request timeout, with a bare "context deadline exceeded" (HTTP 500 from its
+    gateway). That is ``OutcomeUnknown`` (the API's 504 Timeout), not a storage failure (500).
+    A member back: the same store writes again, and nothing acknowledged is lost."""
+    with EtcdCluster(3) as cluster:
+        first, *others = cluster.members
+        s = EtcdStore([first.endpoint, *(m.endpoint for m in others)], timeout=9.0)
+        try:
+            r1 = await s.create(prefix + b"a", b"1")
+            for m in others:
+                m.kill()
+            deadline = asyncio.get_running_loop().time() + 10
+            while not await asyncio.to_thread(_leaderless, first):
+                assert asyncio.get_running_loop().time() < deadline, "the lone member kept a leader"
+                await asyncio.sleep(0.1)
+            with pytest.raises(store.OutcomeUnknown) as e:
+                await s.create(prefix + b"b", b"2")
+            assert "context deadline exceeded" in str(e.value) or "timed out" in str(e.value), e.value
+            await asyncio.to_thread(others[0].start)
+            assert await s.create(prefix + b"c", b"3") > r1
+            assert (await s.get(prefix + b"a")).value == b"1"  # type: ignore[union-attr]
+        finally:
+            await s.close()
 
 
 async def test_watch_survives_an_etcd_restart_without_gap_or_duplicate(own_server: EtcdServer,
