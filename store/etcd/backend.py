@@ -97,6 +97,13 @@ _THREAD_ENCODE_BYTES = 256 * 1024
 # Batches a watch's reader may run ahead of its consumer before it stops reading
 # the stream (then etcd buffers, and catches the watch up from history if need be).
 _WATCH_QUEUE = 256
+# A watch stream silent this long has its member asked, with a read of its own that must
+# answer within the same time, whether it still serves: a member that hangs (a paused VM,
+# SIGSTOP, a dead link whose connections stand) or has lost its leader would otherwise
+# hold every watch on it silent for as long as that lasts. kube-apiserver's etcd client
+# notices the first by its gRPC keepalive (30 s, then 10 s for the answer) and the second
+# by watching with WithRequireLeader; both then reopen the watch on another member.
+_WATCH_IDLE = 5.0
 _CONNECTIONS = 128
 _HEADERS = {"content-type": "application/json", "accept-encoding": "identity"}
 
@@ -301,11 +308,33 @@ class _Gateway:
                 raise
         raise Unavailable(f"no etcd member answered ({', '.join(self.bases)}): {failure!r}") from failure
 
-    async def stream(self, path: str, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
-        """The messages of one streaming call, on the current member; any failure
-        is ``_StreamBroken`` (and a connection failure moves to the next member)."""
+    async def serves(self, index: int, timeout: float) -> bool:
+        """Whether member ``index`` answers a linearizable read within ``timeout``: it runs,
+        and has a leader and a quorum behind it."""
+        url = httpx.URL(self.bases[index] + "/v3/kv/range")
+        body = orjson.dumps({"key": _PROBE, "count_only": True})
+        try:
+            resp = await self.client().send(httpx.Request(
+                "POST", url, headers=_HEADERS, content=body,
+                extensions={"timeout": httpx.Timeout(timeout).as_dict()}))
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
+
+    def leave(self, index: int) -> None:
+        """Member ``index`` failed: the next call starts with the one after it."""
+        if self.current == index:
+            self.current = (index + 1) % len(self.bases)
+
+    async def stream(self, path: str, body: dict[str, Any],
+                     index: int | None = None) -> AsyncGenerator[dict[str, Any], None]:
+        """The messages of one streaming call, on member ``index`` (the current one by
+        default); any failure is ``_StreamBroken`` (and a connection failure moves to the
+        next member)."""
         client = self.stream_client()
-        base = self.bases[self.current]
+        if index is None:
+            index = self.current
+        base = self.bases[index]
         try:
             async with client.stream("POST", base + path, content=orjson.dumps(body)) as resp:
                 if resp.status_code != 200:
@@ -324,7 +353,7 @@ class _Gateway:
                 if pending.strip():
                     yield orjson.loads(pending)
         except (httpx.ConnectError, httpx.ConnectTimeout) as e:
-            self.current = (self.current + 1) % len(self.bases)
+            self.leave(index)
             raise _StreamBroken(f"cannot connect to etcd at {base}: {e!r}") from e
         except httpx.HTTPError as e:
             raise _StreamBroken(f"watch stream from {base} failed: {e!r}") from e
@@ -366,6 +395,7 @@ class _Watch:
         self.queue: asyncio.Queue[Any] = asyncio.Queue(_WATCH_QUEUE)
         self.task: asyncio.Task[None] | None = None
         self.created = False
+        self.heard = 0.0  # when the stream last brought anything (monotonic)
         self.own_writes: list[asyncio.Future[int]] = []  # see EtcdStore._starting
         self.stopped = False
 
@@ -417,9 +447,35 @@ class _Watch:
         return min([current + 1, *own])
 
     async def _follow(self) -> None:
+        """One stream, read by a task of its own while this one watches over it: when it
+        has been silent for ``EtcdStore.watch_idle`` and its member does not answer a read in as
+        long, the stream is given up (``_StreamBroken``) and the member left."""
+        gw, idle = self.store._gw, self.store.watch_idle
+        index = gw.current
+        self.heard = time.monotonic()
+        reader = asyncio.get_running_loop().create_task(self._read(index))
+        try:
+            while True:
+                done, _ = await asyncio.wait([reader], timeout=idle)
+                if done:
+                    return reader.result()
+                if time.monotonic() - self.heard < idle or await gw.serves(index, idle):
+                    continue
+                if reader.done():  # it ended while the member was being asked
+                    return reader.result()
+                gw.leave(index)
+                raise _StreamBroken(f"etcd at {gw.bases[index]} left the watch silent and did not answer a "
+                                    f"read in {idle:g}s")
+        finally:
+            if not reader.done():
+                reader.cancel()
+                await asyncio.wait([reader])
+
+    async def _read(self, index: int) -> None:
         body = {"create_request": dict(self.request, start_revision=self.next_rev)}
-        async with contextlib.aclosing(self.store._gw.stream("/v3/watch", body)) as messages:
+        async with contextlib.aclosing(self.store._gw.stream("/v3/watch", body, index)) as messages:
             async for message in messages:
+                self.heard = time.monotonic()
                 result = message.get("result")
                 if result is None:
                     raise _StreamBroken(f"etcd watch error: {message.get('error', message)}")
@@ -448,7 +504,8 @@ class EtcdStore:
     HTTP clients are made at first use, in the loop that uses them.
     """
 
-    def __init__(self, endpoints: list[str] | str, codec: Codec | None = None, timeout: float = 10.0) -> None:
+    def __init__(self, endpoints: list[str] | str, codec: Codec | None = None, timeout: float = 10.0,
+                 watch_idle: float = _WATCH_IDLE) -> None:
         if isinstance(endpoints, str):
             endpoints = [e.strip() for e in endpoints.split(",") if e.strip()]
         if not endpoints:
@@ -456,6 +513,7 @@ class EtcdStore:
         self.endpoints = list(endpoints)
         self.codec = codec or Codec()
         self.timeout = timeout
+        self.watch_idle = watch_idle  # see _WATCH_IDLE
         self._gw = _Gateway(self.endpoints, timeout)
         # One list per watch that is fixing its start (start_revision=0): every write
         # issued meanwhile adds a future of its revision (0 if it failed), so the

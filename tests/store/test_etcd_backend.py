@@ -387,6 +387,34 @@ async def test_a_cluster_without_quorum_leaves_a_write_unknown_until_a_member_re
             await s.close()
 
 
+async def test_a_watch_leaves_a_member_that_hangs(prefix: bytes) -> None:
+    """The member a watch streams from stops answering (SIGSTOP: its connections stand,
+    nothing comes through) while the others go on committing writes: the watch gives that
+    stream up once it has been silent for ``watch_idle`` and the member fails a read in as
+    long, and reopens on another member, every write delivered once and in order."""
+    with EtcdCluster(3) as cluster:
+        first, *others = cluster.members
+        s = EtcdStore([m.endpoint for m in cluster.members], watch_idle=0.5)
+        writer = EtcdStore([m.endpoint for m in others])
+        pid = first._proc.pid  # type: ignore[union-attr]
+        try:
+            r0 = await writer.create(prefix + b"0", b"0")
+            w = s.watch(prefix, pend(prefix), r0)
+            assert [e.revision for e in await next_events(w, 1)] == [r0]
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                revs = [await writer.create(prefix + b"%d" % i, b"v") for i in range(1, 4)]
+                assert [e.revision for e in await next_events(w, 3, timeout=5)] == revs
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            more = await writer.create(prefix + b"4", b"v")
+            assert [e.revision for e in await next_events(w, 1)] == [more]
+            await w.aclose()  # type: ignore[attr-defined]
+        finally:
+            await s.close()
+            await writer.close()
+
+
 async def test_watch_survives_an_etcd_restart_without_gap_or_duplicate(own_server: EtcdServer,
                                                                        prefix: bytes) -> None:
     s = EtcdStore([own_server.endpoint], timeout=20.0)
