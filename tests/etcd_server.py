@@ -16,9 +16,13 @@ installs Debian's etcd-server.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Self
+
+import httpx
 
 from store.etcd.local import MAX_REQUEST_BYTES, LocalEtcd, etcd_binary
 
@@ -41,9 +45,7 @@ class _Member(EtcdServer):
         command = super()._command()
         for flag, value in own.items():
             command[command.index(flag) + 1] = value
-        # elections in half a second rather than one: a test that takes the quorum away
-        # waits etcd's request timeout, 5 s and two election timeouts
-        return [*command, "--heartbeat-interval", "50", "--election-timeout", "500"]
+        return command
 
 
 class EtcdCluster:
@@ -58,6 +60,20 @@ class EtcdCluster:
     @property
     def url(self) -> str:
         return "etcd://" + ",".join(m.endpoint for m in self.members)
+
+    def leader(self, timeout: float = 10.0) -> int:
+        """The index of the member that leads (the one whose status names itself leader)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for i, m in enumerate(self.members):
+                if not m.running:
+                    continue
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                    status = httpx.post(f"http://{m.endpoint}/v3/maintenance/status", json={}, timeout=1.0).json()
+                    if status.get("leader") == status["header"]["member_id"]:
+                        return i
+            time.sleep(0.05)
+        raise RuntimeError(f"no member of the cluster led within {timeout}s")
 
     def start(self) -> None:
         # a member of a new cluster serves only once a quorum has met: start them together
