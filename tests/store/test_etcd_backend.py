@@ -393,10 +393,13 @@ async def test_a_watch_leaves_a_member_that_hangs(prefix: bytes) -> None:
     stream up once it has been silent for ``watch_idle`` and the member fails a read in as
     long, and reopens on another member, every write delivered once and in order."""
     with EtcdCluster(3) as cluster:
-        first, *others = cluster.members
-        s = EtcdStore([m.endpoint for m in cluster.members], watch_idle=0.5)
+        # a follower hangs (a leader's would take writes away for an election as well)
+        leader = cluster.leader()
+        hung = cluster.members[(leader + 1) % 3]
+        others = [m for m in cluster.members if m is not hung]
+        s = EtcdStore([hung.endpoint, *(m.endpoint for m in others)], watch_idle=0.5)
         writer = EtcdStore([m.endpoint for m in others])
-        pid = first._proc.pid  # type: ignore[union-attr]
+        pid = hung._proc.pid  # type: ignore[union-attr]
         try:
             r0 = await writer.create(prefix + b"0", b"0")
             w = s.watch(prefix, pend(prefix), r0)
@@ -443,6 +446,29 @@ async def test_watch_reports_unavailable_when_etcd_stays_down(own_server: EtcdSe
             await asyncio.wait_for(first, 15)
     finally:
         await s.close()
+
+
+async def test_a_watch_passes_on_values_written_past_the_store(server: EtcdServer, kv: EtcdStore,
+                                                                 prefix: bytes) -> None:
+    """A key another program put into the cluster (``etcdctl put``) holds no store frame: a
+    watch over it hands its value over as etcd holds it and goes on, where it used to fail
+    with ``CorruptStore`` (and the watch caches' feed, over every key, dropped every cache of
+    every replica). A read of the key still says ``CorruptStore``."""
+    w = kv.watch(prefix, pend(prefix))
+    first = asyncio.ensure_future(next_events(w, 2))
+    await asyncio.sleep(0.2)
+    async with httpx.AsyncClient(trust_env=False) as c:
+        r = await c.post(f"http://{server.endpoint}/v3/kv/put",
+                         json={"key": base64.b64encode(prefix + b"foreign").decode(),
+                               "value": base64.b64encode(b"bar").decode()})
+        assert r.status_code == 200
+    rev = await kv.create(prefix + b"own", b"value")
+    events = await first
+    assert [(e.kv.key, e.kv.value) for e in events] == [(prefix + b"foreign", b"bar"), (prefix + b"own", b"value")]
+    assert events[1].revision == rev
+    with pytest.raises(store.CorruptStore):
+        await kv.get(prefix + b"foreign")
+    await w.aclose()  # type: ignore[attr-defined]
 
 
 async def test_close_ends_watches(kv: EtcdStore, prefix: bytes) -> None:
