@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from .errors import Compacted, Conflict, KeyExists, StoreError
 from .interface import Store
@@ -59,12 +60,19 @@ async def compact_turn(s: Store, seen_version: int, last_revision: int) -> tuple
     return version, await s.revision()  # another server ticked since ours: it compacts this time
 
 
-async def run_compactor(s: Store, interval: float = DEFAULT_INTERVAL) -> None:
-    """Take a turn every ``interval`` seconds until cancelled."""
-    version, revision = 0, 0
+async def run_compactor(s: Store, interval: float = DEFAULT_INTERVAL,
+                        on_compacted: Callable[[int], None] | None = None) -> None:
+    """Take a turn every ``interval`` seconds until cancelled. After each, ``on_compacted``
+    learns the store's compaction point when it has moved, whichever server compacted: as
+    upstream's compactor follows ``compact_rev_key`` for its cacher, which then drops its
+    snapshots from before it."""
+    version, revision, known = 0, 0, 0
     while True:
         await asyncio.sleep(interval)
         try:
             version, revision = await compact_turn(s, version, revision)
+            if on_compacted is not None and (point := await s.compacted_revision()) > known:
+                known = point
+                on_compacted(point)
         except Exception as e:  # (not a cancellation) the next tick tries again: never stop compacting
             log.warning("compacting the store failed: %s", e, exc_info=not isinstance(e, StoreError))

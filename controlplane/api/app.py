@@ -666,7 +666,10 @@ def create_app(config: Config) -> FastAPI:
                 s.commit_observer = _observe_commit
             state.store = s
             if config.compaction_interval > 0:  # every server process: they take turns (store/compactor.py)
-                state._tasks.append(asyncio.create_task(run_compactor(s, config.compaction_interval),
+                def compacted(revision: int) -> None:  # the caches' snapshots from before it go
+                    if state.caches is not None:
+                        state.caches.compacted(revision)
+                state._tasks.append(asyncio.create_task(run_compactor(s, config.compaction_interval, compacted),
                                                         name="store-compactor"))
             # the schemas (~0.7 s to load) are used by every write's managedFields: load them before serving
             await asyncio.to_thread(schema.definitions)

@@ -683,6 +683,20 @@ class ResourceCache:
             retained.popleft()
             self._retained_bytes -= self._retained_costs.popleft()
 
+    def compacted(self, revision: int) -> None:
+        """Forget the retained and pinned snapshots from before ``revision``, the store's
+        compaction point, as upstream's cacher drops its snapshots below etcd's: a list at
+        such a revision (``Exact``, a continue token) then goes to the store, which answers
+        410, whichever server compacted. The events of the window stay: a watch from there
+        is still served, as upstream's. Runs on the loop between two of the applier's steps,
+        as ``_retain`` does."""
+        retained = self._retained
+        while retained and retained[0][0] < revision and retained[0][0] != self.revision:
+            retained.popleft()
+            self._retained_bytes -= self._retained_costs.popleft()
+        for old in [r for r in self._pinned if r < revision]:
+            del self._pinned[old]
+
     # -- freshness ------------------------------------------------------------------
     async def wait_fresh(self, revision: int, timeout: float | None = None) -> bool:
         """Wait until the cache has applied everything up to ``revision``; False on timeout."""

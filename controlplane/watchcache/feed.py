@@ -76,6 +76,11 @@ class WatchCaches:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._drop_all("the server is shutting down")
 
+    def compacted(self, revision: int) -> None:
+        """The store's history before ``revision`` is gone (see ``ResourceCache.compacted``)."""
+        for cache in self._caches.values():
+            cache.compacted(revision)
+
     def caches(self) -> list[ResourceCache]:
         return list(self._caches.values())
 

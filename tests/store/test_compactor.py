@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import uuid
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from controlplane.api.app import create_app
 from controlplane.client import ApiError, Client
 from controlplane.config import Config
 from store.compactor import COMPACT_REV_KEY, compact_turn
+from store.etcd import EtcdStore
+from tests.etcd_server import EtcdServer
 
 
 async def test_two_servers_take_turns_and_compact_to_the_previous_tick(kv: store.Store, prefix: bytes) -> None:
@@ -75,3 +79,46 @@ async def test_the_server_compacts_on_its_interval_and_an_old_watch_gets_410(tmp
         with pytest.raises(ApiError) as e:
             await asyncio.wait_for(watch_from_the_start(), 10)
         assert e.value.code == 410
+
+
+async def test_snapshots_from_before_another_servers_compaction_are_410(tmp_path: Path,
+                                                                       etcd_server: EtcdServer) -> None:
+    """A replica over etcd learns the compaction point at each of its compactor's ticks,
+    whichever replica compacted, and drops its watch caches' snapshots from before it, as
+    upstream's cacher does: a continue token or an ``Exact`` list at such a revision, served
+    from a snapshot until then, becomes 410 (the store's answer), as on every replica. A watch
+    from there is still served from the event window, as upstream's."""
+    app = create_app(Config(data_dir=tmp_path / "data", store=etcd_server.url, tls=False, scheduler=False,
+                            compaction_interval=0.2))
+    other = EtcdStore([etcd_server.endpoint])  # another replica's compactor
+    path = f"/api/v1/namespaces/ns-{uuid.uuid4().hex[:8]}/configmaps"
+    try:
+        async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+            await c.create("/api/v1/namespaces", {"metadata": {"name": path.split("/")[4]}})
+            for i in range(4):
+                await c.create(path, {"metadata": {"name": f"c{i}"}})
+            first = await c.list(path, limit=2)
+            rv, token = first["metadata"]["resourceVersion"], first["metadata"]["continue"]
+            await c.create(path, {"metadata": {"name": "later"}})
+            assert len((await c.list(path, limit=2, **{"continue": token}))["items"]) == 2  # a pinned snapshot
+            assert len((await c.list(path, resourceVersion=rv, resourceVersionMatch="Exact"))["items"]) == 4
+            with contextlib.suppress(store.Compacted):
+                await other.compact(await other.revision())
+            deadline = asyncio.get_running_loop().time() + 10
+            gone: ApiError | None = None
+            while gone is None:
+                try:
+                    await c.list(path, limit=2, **{"continue": token})
+                except ApiError as e:
+                    gone = e
+                assert asyncio.get_running_loop().time() < deadline, "a compacted snapshot is still served"
+                await asyncio.sleep(0.1)
+            assert gone.code == 410, gone
+            with pytest.raises(ApiError) as exact:
+                await c.list(path, resourceVersion=rv, resourceVersionMatch="Exact")
+            assert exact.value.code == 410
+            async for ev in c.watch(path, resource_version=rv):
+                assert ev.type == "ADDED" and ev.object["metadata"]["name"] == "later"
+                break
+    finally:
+        await other.close()
