@@ -174,6 +174,10 @@ class _RevisionInFuture(StoreError):
     """etcd's ErrFutureRev; the caller knows which revision it asked for."""
 
 
+class _Electing(StoreError):
+    """Every member that answered a read refused it for an election under way."""
+
+
 class _StreamBroken(StoreError):
     """A watch stream ended or failed; the watch reopens it."""
 
@@ -187,6 +191,9 @@ _UNAVAILABLE_MESSAGES = ("no leader", "timed out", "leader changed", "not capabl
 # deadline exceeded" (gRPC UNKNOWN, HTTP 500) when its member had no leader to propose to
 # for that long, as a lone member left of three has.
 _TIMED_OUT_MESSAGES = ("timed out", "context deadline exceeded")
+# A read refused so meets an election under way: another member, or the same a moment
+# later, answers it (etcd's ErrLeaderChanged and ErrNoLeader, gRPC UNAVAILABLE).
+_ELECTING_MESSAGES = ("leader changed", "no leader")
 
 
 def _gateway_error(status: int, body: dict[str, Any], text: str) -> StoreError:
@@ -268,12 +275,32 @@ class _Gateway:
 
     async def call(self, path: str, body: dict[str, Any], *, read: bool,
                    timeout: float | None = None) -> dict[str, Any]:
+        """One call, on the member that answered last, else on the next ones. A read a
+        member refuses for an election under way ("leader changed", "no leader") goes on to
+        the next member, and round again after a pause while the call's time lasts, as
+        etcd's client retries a read refused as UNAVAILABLE: a leader's failure delays a
+        read by the election (a second or two) rather than failing it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.timeout if timeout is None else timeout)
+        pause = 0.05
+        while True:
+            try:
+                return await self._round(path, body, read=read, timeout=timeout)
+            except _Electing as e:
+                if loop.time() + pause >= deadline:
+                    raise Unavailable(str(e)) from e
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
+
+    async def _round(self, path: str, body: dict[str, Any], *, read: bool,
+                     timeout: float | None) -> dict[str, Any]:
         client = self.client()
         content = orjson.dumps(body)
         limits = self._timeouts if timeout is None else httpx.Timeout(timeout).as_dict()
         n = len(self.bases)
         first = self.current
         failure: Exception | None = None
+        electing: Unavailable | None = None
         for i in range(n):
             index = (first + i) % n
             url = self._urls.get((index, path))
@@ -295,9 +322,17 @@ class _Gateway:
                     continue
                 raise OutcomeUnknown(f"etcd at {self.bases[index]} failed during a write, whose outcome "
                                      f"is unknown: {e!r}") from e
-            self.current = index
             if read:
-                return _answer(resp)
+                try:
+                    answer = _answer(resp)
+                except Unavailable as e:
+                    if not any(m in str(e) for m in _ELECTING_MESSAGES):
+                        raise
+                    electing = e
+                    continue
+                self.current = index
+                return answer
+            self.current = index
             try:
                 return _answer(resp)
             except Unavailable as e:
@@ -306,6 +341,8 @@ class _Gateway:
                 if any(m in str(e) for m in _TIMED_OUT_MESSAGES):
                     raise OutcomeUnknown(f"{e}: the write's outcome is unknown") from e
                 raise
+        if electing is not None:
+            raise _Electing(str(electing)) from electing
         raise Unavailable(f"no etcd member answered ({', '.join(self.bases)}): {failure!r}") from failure
 
     async def serves(self, index: int, timeout: float) -> bool:

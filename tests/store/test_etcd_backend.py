@@ -354,6 +354,42 @@ async def test_etcds_request_timed_out_leaves_a_write_unknown(monkeypatch: pytes
     await mocked.aclose()
 
 
+async def test_a_read_refused_for_an_election_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read answered "leader changed" or "no leader" (an election under way: the leader
+    was killed) is asked again, of the next member and then after a pause, as etcd's client
+    retries a read refused as UNAVAILABLE, until one answers or the call's time is up; a
+    write so refused is not sent again."""
+    answers = [(503, {"error": "etcdserver: leader changed", "code": 14, "message": "etcdserver: leader changed"}),
+               (503, {"error": "etcdserver: no leader", "code": 14, "message": "etcdserver: no leader"}),
+               (200, {"header": {"revision": "7"}, "count": "0"})]
+    asked: list[str] = []
+
+    def electing(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url.port))
+        status, body = answers[min(len(asked), len(answers)) - 1]
+        return httpx.Response(status, json=body)
+
+    gw = _Gateway(["127.0.0.1:2379", "127.0.0.1:2380"], 1.0)
+    mocked = httpx.AsyncClient(transport=httpx.MockTransport(electing))
+    monkeypatch.setattr(gw, "client", lambda: mocked)
+    assert (await gw.call("/v3/kv/range", {}, read=True))["header"]["revision"] == "7"
+    assert asked == ["2379", "2380", "2379"]  # the next member, then a round again
+    assert gw.current == 0
+
+    asked.clear()
+    answers[2] = answers[0]  # the election never ends: the read fails once its time is up
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(store.Unavailable, match=r"leader changed|no leader"):
+        await gw.call("/v3/kv/range", {}, read=True, timeout=0.3)
+    assert asyncio.get_running_loop().time() - started < 1.0 and len(asked) > 2
+
+    asked.clear()
+    with pytest.raises(store.Unavailable) as write:
+        await gw.call("/v3/kv/txn", {}, read=False)
+    assert not isinstance(write.value, store.OutcomeUnknown) and asked == ["2379"]
+    await mocked.aclose()
+
+
 def _leaderless(member: EtcdServer) -> bool:
     with contextlib.suppress(httpx.HTTPError):
         status = httpx.post(f"http://{member.endpoint}/v3/maintenance/status", json={}, timeout=1.0).json()
