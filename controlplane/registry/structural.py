@@ -974,9 +974,8 @@ def _structure(schema: Schema, path: str, causes: list[Cause], root: bool = Fals
         allowed = ", ".join(f'"{x}"' for x in TYPES)
         causes.append({"reason": "FieldValueNotSupported", "field": f"{path}.type",
                        "message": f"Unsupported value: {describe(t)}: supported values: {allowed}"})
-    elif int_or_string:
-        causes.append({"reason": "FieldValueForbidden", "field": f"{path}.type",
-                       "message": "Forbidden: must be empty if x-kubernetes-int-or-string is true"})
+    # a type beside x-kubernetes-int-or-string is allowed (upstream's structural invariants say
+    # nothing of it) and has no effect: the value may be an integer or a string either way
     if schema.get("uniqueItems") is True:
         causes.append({"reason": "FieldValueForbidden", "field": f"{path}.uniqueItems", "message": "Forbidden: "
                        "uniqueItems cannot be set to true since the runtime complexity becomes quadratic"})

@@ -166,6 +166,17 @@ def test_structure_problems() -> None:
         'Invalid value: "string": must be object at the root'
 
 
+def test_a_type_beside_int_or_string_is_allowed_and_takes_both() -> None:
+    # calico's operator CRDs declare ``type: integer`` with ``x-kubernetes-int-or-string: true``;
+    # upstream's structural check allows it and validates the value as an integer or a string
+    schema = {"type": "object", "properties": {
+        "mark": {"type": "integer", "x-kubernetes-int-or-string": True, "pattern": "^.*"}}}
+    assert structure_problems(schema, "s") == []
+    assert validate(schema, {"mark": 7}, "") == []
+    assert validate(schema, {"mark": "0x10"}, "") == []
+    assert [c["field"] for c in validate(schema, {"mark": True}, "")] == ["mark"]
+
+
 def test_list_types_set_and_map_refuse_duplicates() -> None:
     as_set = {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}}
     assert validate(as_set, ["a", "b", "a"], "spec.tags") == [
