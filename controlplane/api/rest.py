@@ -1406,9 +1406,10 @@ class KubeApi:
                     if cached:
                         continue  # perhaps only the cache is behind: ask the store
                     break
-                obj = _split_status(rtype, subresource, old, parsed if attempt == 0 else orjson.loads(pristine))
-                if rtype.custom is not None:
-                    self.crds.prepare_resource(rtype, obj)
+                obj = parsed if attempt == 0 else orjson.loads(pristine)
+                if rtype.custom is not None:  # decoded (pruned, defaulted) before the strategy compares it,
+                    self.crds.prepare_resource(rtype, obj)  # as upstream: a default left out is no new generation
+                obj = _split_status(rtype, subresource, old, obj)
                 if manager is not None:
                     managedfields.record_write(rtype, old, obj, manager, subresource)
                 meta = obj["metadata"]
@@ -1495,9 +1496,9 @@ class KubeApi:
                 self._check_patched_identity(rtype, namespace, name, obj["metadata"], old["metadata"])
                 if patch_schema is None:  # (a strategic patch's result is typed through the unstructured converter,
                     check_patched_type_meta(self.registry, rtype, obj)  # which keeps any kind: the URL's is written)
+                if rtype.custom is not None:  # the patched object is decoded (pruned, defaulted) before the
+                    self.crds.prepare_resource(rtype, obj)  # strategy compares it with the old one, as upstream
                 obj = _split_status(rtype, subresource, old, obj)
-                if rtype.custom is not None:
-                    self.crds.prepare_resource(rtype, obj)
                 if manager is not None:
                     managedfields.record_write(rtype, old, obj, manager, subresource)
                 meta = obj["metadata"]
