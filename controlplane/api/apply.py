@@ -33,7 +33,6 @@ from ..registry.managedfields import (
     manager_from_user_agent,
 )
 from ..registry.strategies import default
-from ..registry.structural import apply_defaults as schema_defaults
 from ..registry.validation import shape_of
 from .errors import ApiError
 from .fieldvalidation import add_warning, field_validation, note_yaml_duplicates, yaml_unmarshal_errors
@@ -329,16 +328,9 @@ _DEFAULTED_ON_UPDATE = frozenset({"services"})
 def apply_defaults(rtype: ResourceType) -> Callable[[dict[str, Any]], None] | None:
     """What fills in ``rtype``'s defaults after an apply changed an existing object
     (``managedfields.apply``), as upstream's apply defaults the object it made: a
-    Secret whose ``type`` nobody applies any more is ``Opaque`` again; a custom
-    resource's atomic list applied without the defaults of its items has them again, so
-    that applying it once more is no change (no write, no new generation). None for
-    the types above."""
-    if rtype.custom is not None:
-        schema = rtype.custom.schema
-        if schema is None:
-            return None
-        return lambda obj: schema_defaults(schema, obj)
-    if rtype.group or rtype.plural in _DEFAULTED_ON_UPDATE:
+    Secret whose ``type`` nobody applies any more is ``Opaque`` again. None for custom
+    resources (their schema's defaults come with every write) and the types above."""
+    if rtype.custom is not None or rtype.group or rtype.plural in _DEFAULTED_ON_UPDATE:
         return None
     plural = rtype.plural
     return lambda obj: default(plural, obj)

@@ -81,6 +81,7 @@ from ..registry.strategies import (
     validate_name,
 )
 from ..registry.strategies import warnings as strategy_warnings
+from ..registry.structural import apply_defaults as schema_defaults
 from ..version import KUBE_MINOR
 from . import audit, gojsonpatch, podsecurity, protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
@@ -1581,6 +1582,11 @@ class KubeApi:
                         continue  # created meanwhile: apply to that
                     raise
             fields = obj["metadata"].get("managedFields")
+            if rtype.custom is not None and rtype.custom.schema is not None:
+                # upstream's field manager defaults the object its apply made before the strategy compares
+                # it: an atomic list applied without its items' defaults is a write (the applier's time),
+                # not a new generation
+                schema_defaults(rtype.custom.schema, obj)
             obj = _split_status(rtype, subresource, old, obj, applied=True)
             fill_zero_values(rtype, obj, old)  # as decoding the merge into the Go type would
             meta = obj["metadata"]
