@@ -89,7 +89,8 @@ def test_smoke_spread_over_two_replicas_over_one_etcd(tmp_path: Path, replicas: 
     before = [_requests_answered(u, ca) for u in urls]
     out = tmp_path / "run"
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--target", ",".join(urls),
+    proc = subprocess.run([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "12",
+                           "--target", ",".join(urls),
                            "--kubeconfig", str(kubeconfig), "--binder", "on", "--out", str(out), "--no-progress"],
                           capture_output=True, text=True, timeout=140, cwd=tmp_path, env=_env())
     wall = time.monotonic() - started
