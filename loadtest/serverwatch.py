@@ -123,7 +123,34 @@ def metrics_files(replica: int) -> tuple[str, str]:
     return f"metrics-first{suffix}.prom", f"metrics-last{suffix}.prom"
 
 
-class ServerWatcher(threading.Thread):
+class _ScrapeLoop(threading.Thread):
+    """Scrapes every ``interval`` seconds into server.jsonl until ``stop``, and once more after
+    it (the last one, after the load stopped). A subclass sets ``auth``, ``out``, ``interval``
+    and ``_done``, and writes a scrape's line in ``scrape_once``."""
+
+    auth: Credentials
+    out: Path
+    interval: float
+    _done: threading.Event
+
+    def scrape_once(self, client: httpx.Client, lines: Any) -> None:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        with self.auth.httpx_client(timeout=10.0) as client, \
+                (self.out / "server.jsonl").open("w") as lines:
+            while True:
+                self.scrape_once(client, lines)
+                if self._done.wait(self.interval):
+                    self.scrape_once(client, lines)
+                    return
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(timeout=30)
+
+
+class ServerWatcher(_ScrapeLoop):
     def __init__(self, url: str, out: Path, auth: Credentials | None = None, pid: int | None = None,
                  interval: float = 2.0, replica: int = 0) -> None:
         super().__init__(name="server-watcher", daemon=True)
@@ -145,15 +172,6 @@ class ServerWatcher(threading.Thread):
         # gone: refused, unreachable); None once one is answered, whatever the answer
         self.unreachable_since: float | None = None
         self._done = threading.Event()
-
-    def run(self) -> None:
-        with self.auth.httpx_client(timeout=10.0) as client, \
-                (self.out / "server.jsonl").open("w") as lines:
-            while True:
-                self.scrape_once(client, lines)
-                if self._done.wait(self.interval):
-                    self.scrape_once(client, lines)  # the last one, after the load stopped
-                    return
 
     def unreachable_for(self) -> float:
         """Seconds since the first of the latest scrapes in a row that could not connect (0 when
@@ -209,10 +227,6 @@ class ServerWatcher(threading.Thread):
         (self.out / last).write_text(r.text)
         return cur
 
-    def stop(self) -> None:
-        self._done.set()
-        self.join(timeout=30)
-
 
 # the figures of one replica that a sum over replicas would hide: each is shown, and the worst
 _PER_REPLICA = ("event_loop_lag", "rss_bytes", "cpu_seconds")
@@ -261,7 +275,7 @@ def replicas_line(at: float, targets: Sequence[str], steps: Sequence[tuple[Scrap
     return line
 
 
-class ReplicasWatcher(threading.Thread):
+class ReplicasWatcher(_ScrapeLoop):
     """A :class:`ServerWatcher` for several targets (API server replicas): each is scraped in
     turn every ``interval`` seconds, its whole first and last scrapes kept
     (``metrics_files``), and one line of server.jsonl written for them all (``replicas_line``).
@@ -297,15 +311,6 @@ class ReplicasWatcher(threading.Thread):
         """Seconds the replica gone the longest has refused connections (0: none)."""
         return max(r.unreachable_for() for r in self.replicas)
 
-    def run(self) -> None:
-        with self.auth.httpx_client(timeout=10.0) as client, \
-                (self.out / "server.jsonl").open("w") as lines:
-            while True:
-                self.scrape_once(client, lines)
-                if self._done.wait(self.interval):
-                    self.scrape_once(client, lines)
-                    return
-
     def scrape_once(self, client: httpx.Client, lines: Any) -> None:
         steps: list[tuple[Scrape | None, Scrape | None]] = []
         for r in self.replicas:
@@ -321,10 +326,6 @@ class ReplicasWatcher(threading.Thread):
         self.latest = line
         lines.write(json.dumps(line) + "\n")
         lines.flush()
-
-    def stop(self) -> None:
-        self._done.set()
-        self.join(timeout=30)
 
 
 def run_histograms(first: Scrape | None, last: Scrape | None, name: str,
