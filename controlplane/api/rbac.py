@@ -34,6 +34,7 @@ A denial is a 403 Forbidden worded as upstream's:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -276,6 +277,7 @@ class Authorizer:
         self._version = -1
         self._checked = 0.0
         self._index = _Index()
+        self._building = asyncio.Lock()
 
     async def allowed(self, user: User, r: Request) -> bool:
         if MASTERS in user.groups:
@@ -337,6 +339,10 @@ class Authorizer:
         return Rules(resource_rules, non_resource_rules, False, index.errors(user, namespace))
 
     async def _current(self) -> _Index:
+        """The index as of at least the caches' generation at the call. Builds go one at a
+        time, each reading the generation before its lists, so the index kept is never older
+        than the generation kept beside it (two builds side by side could finish out of order
+        and leave a stale index marked current, denying a binding until the next RBAC write)."""
         version = self._changed()
         if version < 0:  # no cache to tell: re-index at most once a second
             now = time.monotonic()
@@ -345,8 +351,11 @@ class Authorizer:
             self._checked = now
         elif version == self._version:
             return self._index
-        self._version = version
-        self._index = await self._build()
+        async with self._building:
+            if version >= 0 and self._version == (version := self._changed()):
+                return self._index  # built while this one waited
+            self._index = await self._build()
+            self._version = version
         return self._index
 
     async def _build(self) -> _Index:

@@ -144,3 +144,41 @@ async def test_the_bootstrap_bindings_grant_what_upstreams_do(user: User, reques
     """What a user without bindings of its own may do, and the system users' grants (the
     ``system:node`` role is bound to nobody: the Node authorizer's business upstream)."""
     assert await (await _bootstrapped()).allowed(user, request_) is allowed
+
+
+async def test_a_slow_build_of_an_older_generation_never_replaces_a_newer_index() -> None:
+    """A request re-indexing at generation 1 is slow in its lists; the binding lands (generation
+    2) and another request re-indexes. The first build finishing last must not leave the index
+    without the binding while the generation says it is current (a bug seen as a 403 that lasted
+    until the next RBAC write)."""
+    import asyncio
+
+    generation = 1
+    bound = False
+    first_listing = asyncio.Event()
+    release_first = asyncio.Event()
+    held = False
+
+    async def list_objects(plural: str) -> list[bytes]:
+        nonlocal held
+        objects = dict(OBJECTS, clusterrolebindings=OBJECTS["clusterrolebindings"] + ([{
+            "metadata": {"name": "dave"}, "roleRef": {"kind": "ClusterRole", "name": "c"},
+            "subjects": [{"kind": "User", "name": "dave"}]}] if bound else []))
+        listed = [orjson.dumps(o) for o in objects[plural]]
+        if plural == "clusterrolebindings" and not held:  # the first build's: answered late, as it was
+            held = True
+            first_listing.set()
+            await release_first.wait()
+        return listed
+
+    authz = Authorizer(list_objects, lambda: generation)
+    dave, nodes = User("dave").with_authenticated(), Request("list", "", "nodes")
+    first = asyncio.create_task(authz.allowed(dave, nodes))
+    await first_listing.wait()
+    generation, bound = 2, True
+    second = asyncio.create_task(authz.allowed(dave, nodes))
+    await asyncio.sleep(0.01)
+    release_first.set()
+    assert await first is False
+    assert await second is True
+    assert await authz.allowed(dave, nodes) is True  # and it stays so
