@@ -9,6 +9,8 @@ The contract is ``store.interface`` (read it first); the errors are
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .errors import (
@@ -25,17 +27,34 @@ from .errors import (
     Unavailable,
     ValueTooLarge,
 )
-from .interface import (
-    MAX_KEY_BYTES,
-    MAX_VALUE_BYTES,
-    Event,
-    EventRun,
-    EventType,
-    KeyValue,
-    Store,
-    prefix_end,
-    update_many,
-)
+
+if TYPE_CHECKING:
+    from .interface import (
+        MAX_KEY_BYTES,
+        MAX_VALUE_BYTES,
+        Event,
+        EventRun,
+        EventType,
+        KeyValue,
+        Store,
+        prefix_end,
+        update_many,
+    )
+
+# The contract's names are imported on first use: ``store.interface`` imports asyncio, and
+# the LMDB engine's applier process (``python -m store.lmdb.applier``, started with every
+# store) has no use for it: importing it cost each start about 80 ms of CPU.
+_FROM_INTERFACE = frozenset({"MAX_KEY_BYTES", "MAX_VALUE_BYTES", "Event", "EventRun", "EventType", "KeyValue",
+                             "Store", "prefix_end", "update_many"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _FROM_INTERFACE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(".interface", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MAX_KEY_BYTES",
