@@ -652,7 +652,8 @@ def test_bench_passes_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["bench", "writes", "--count", "40", "--concurrency", "8", "--renewal-leases", "2500"]) == 0
+    assert cli.main(["bench", "writes", "--count", "40", "--concurrency", "8", "--renewal-leases", "2500",
+                     "--report-nodes", "50"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["metric"] for line in lines] == [
         "pod_create_cpu", "binding_cpu", "event_create_cpu", "lease_update_cpu", "pod_status_merge_patch_cpu",
@@ -662,6 +663,8 @@ def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.Captur
     renewals = next(line for line in lines if line["metric"] == "lease_renewal_cpu")
     # two counted rounds over the 2,500 Leases, in requests of 2,000 and 500
     assert (renewals["leases"], renewals["batch"], renewals["renewals"]) == (2500, 2000, 5000)
+    reports = next(line for line in lines if line["metric"] == "node_status_report_cpu")
+    assert (reports["nodes"], reports["rounds"]) == (50, 3)
 
 
 def test_bench_store_makes_a_workdir_that_does_not_exist_yet(

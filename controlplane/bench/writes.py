@@ -138,10 +138,10 @@ async def _run(args: argparse.Namespace) -> None:
             emit("lease_renewal_cpu", await _bulk_renewals(c, n, held), "us", leases=held, batch=RENEWAL_BATCH,
                  renewals=_renewal_rounds(n, held) * held,
                  note=f"per Lease renewed, LeaseRenewals of {RENEWAL_BATCH} Leases at a time, round all the Leases")
-            patched, reported = await _node_status_reports(c)
-            emit("node_status_report_patch_cpu", patched, "us", nodes=REPORT_NODES, rounds=REPORT_ROUNDS,
+            patched, reported = await _node_status_reports(c, args.report_nodes)
+            emit("node_status_report_patch_cpu", patched, "us", nodes=args.report_nodes, rounds=REPORT_ROUNDS,
                  note="per node, a kubelet's periodic status report as a merge patch of its 5 conditions")
-            emit("node_status_report_cpu", reported, "us", nodes=REPORT_NODES, rounds=REPORT_ROUNDS,
+            emit("node_status_report_cpu", reported, "us", nodes=args.report_nodes, rounds=REPORT_ROUNDS,
                  patch_over_report=round(patched / reported, 1),
                  note="per node, the same reports as NodeStatusReports of all the nodes")
             emit("pod_delete_cpu", await _each(n, conc, lambda i: c.delete(f"{pods}/p{i}", {"gracePeriodSeconds": 0})),
@@ -184,7 +184,7 @@ async def _bulk_renewals(c: Any, n: int, leases: int) -> float:
     return 1e6 * (time.process_time() - started) / (rounds * leases)
 
 
-REPORT_NODES, REPORT_ROUNDS = 1000, 3
+REPORT_NODES, REPORT_ROUNDS = 1000, 3  # the nodes' default, and the rounds counted
 _CONDITIONS = (("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
                ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
                ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -214,30 +214,29 @@ def _node(name: str) -> dict[str, Any]:
                               for i in range(10)]}}
 
 
-async def _node_status_reports(c: Any) -> tuple[float, float]:
+async def _node_status_reports(c: Any, report_nodes: int) -> tuple[float, float]:
     """CPU µs per node of a periodic status report (its conditions re-timed): as a merge
     patch of each node, and as NodeStatusReports naming every node. Two rounds each first,
     not counted: the reports' first two are made the whole way (the first moves the
     heartbeats from the node's create entry of managedFields to its status entry, the
     second learns the plans), as a simulated node's first reports after registering."""
     reports = "/apis/nodes.controlplane.dev/v1alpha1/nodestatusreports"
-    for prefix in ("p", "r"):
-        for i in range(REPORT_NODES):
-            await c.create("/api/v1/nodes", _node(f"{prefix}{i}"), fieldManager="kubelet")
+    for name in (f"{prefix}{i}" for prefix in ("p", "r") for i in range(report_nodes)):
+        await c.create("/api/v1/nodes", _node(name), fieldManager="kubelet")
 
     def beat(k: int) -> str:
         return f"2026-11-30T10:{k + 1:02d}:00Z"
 
     async def patch_all(k: int) -> None:
-        await _each(REPORT_NODES, 64, lambda i: c.patch(f"/api/v1/nodes/p{i}/status", {"status": {
+        await _each(report_nodes, 64, lambda i: c.patch(f"/api/v1/nodes/p{i}/status", {"status": {
             "conditions": _conditions(beat(k))}}, patch_type="merge", fieldManager="kubelet"))
 
     async def report_all(k: int) -> None:
-        names = [f"r{i}" for i in range(REPORT_NODES)]
+        names = [f"r{i}" for i in range(report_nodes)]
         reported = [{"type": t, "status": st, "reason": r, "message": m} for t, st, r, m in _CONDITIONS]
         answer = await c.create(reports, {"spec": {"heartbeatTime": beat(k), "conditions": reported,
                                                    "nodes": names}}, fieldManager="kubelet")
-        assert answer["status"] == {"reported": REPORT_NODES}, answer["status"]
+        assert answer["status"] == {"reported": report_nodes}, answer["status"]
 
     out = []
     for each in (patch_all, report_all):
@@ -246,7 +245,7 @@ async def _node_status_reports(c: Any) -> tuple[float, float]:
         started = time.process_time()
         for k in range(2, REPORT_ROUNDS + 2):
             await each(k)
-        out.append(1e6 * (time.process_time() - started) / (REPORT_ROUNDS * REPORT_NODES))
+        out.append(1e6 * (time.process_time() - started) / (REPORT_ROUNDS * report_nodes))
     return out[0], out[1]
 
 
@@ -257,6 +256,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--renewal-leases", type=int, default=RENEWAL_BATCH,
                    help="Leases the bulk renewals go round, %(default)s at a time (100000: as many as "
                         "100,000 nodes hold; default: %(default)s)")
+    p.add_argument("--report-nodes", type=int, default=REPORT_NODES,
+                   help="nodes each kind of periodic node status report goes round (default: %(default)s)")
     p.add_argument("--audit-policy-file", type=Path, default=None, metavar="YAML",
                    help="audit the writes by this policy (what auditing costs a write; default: no auditing)")
     p.add_argument("--audit-log-path", default="", metavar="PATH",

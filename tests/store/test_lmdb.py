@@ -322,16 +322,17 @@ async def test_history_is_stored_as_deltas_and_reads_back_exactly(tmp_path: Path
         s = LmdbStore(str(path), history_deltas=deltas)
         gen = PodGenerator(seed=9)
         pods = [gen.pod() for _ in range(300)]
-        history: dict[bytes, list[tuple[int, bytes]]] = {}
-        for p in pods:
-            k = f"/registry/pods/{p['metadata']['namespace']}/{p['metadata']['name']}".encode()
-            v = orjson.dumps(p)
-            history[k] = [(await s.create(k, v), v)]
+        keys = [f"/registry/pods/{p['metadata']['namespace']}/{p['metadata']['name']}".encode() for p in pods]
+        values = [orjson.dumps(p) for p in pods]
+        # each round's writes submitted together (committed in groups, not a sync each)
+        history = {k: [(rev, v)] for k, v, rev in
+                   zip(keys, values, await asyncio.gather(*(s.create(k, v) for k, v in zip(keys, values, strict=True))),
+                       strict=True)}
         for _ in range(10):
-            for p in pods:
-                k = f"/registry/pods/{p['metadata']['namespace']}/{p['metadata']['name']}".encode()
-                v = orjson.dumps(gen.status_update(p))
-                history[k].append((await s.update(k, v, history[k][-1][0]), v))
+            values = [orjson.dumps(gen.status_update(p)) for p in pods]
+            revs = await asyncio.gather(*(s.update(k, v, history[k][-1][0]) for k, v in zip(keys, values, strict=True)))
+            for k, v, rev in zip(keys, values, revs, strict=True):
+                history[k].append((rev, v))
         for k, versions in list(history.items())[:40]:
             for rev, v in versions:
                 assert (await s.get(k, rev)).value == v  # type: ignore[union-attr]
