@@ -69,6 +69,7 @@ from ..registry.podspec import pair_ips, qos_class
 from ..registry.podvalidation import label_key_problems
 from ..registry.resize import resize_causes, resized_spec
 from ..registry.servicecidrs import default_service_cidr
+from ..registry.statuswrites import kept_at_status_write
 from ..registry.strategies import (
     CREATE_ON_UPDATE,
     SERVICE_CIDR,
@@ -3564,12 +3565,13 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
             merged["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
         return merged
     if subresource in ("status", "approval"):  # (a CSR's approval: its conditions, registry/certificates.py)
-        # the status strategies reset a deletion's timestamp (the pod's, ResetObjectMetaForStatus)
-        # but not its grace period: ValidateObjectMetaUpdate refuses one the write changes
-        _refuse_deletion_changes(rtype, new.get("metadata"), old_meta, ("deletionGracePeriodSeconds",))
         merged = dict(old)
-        status = merged["status"] = new.get("status")
-        merged["metadata"] = dict(old_meta)
+        status = new.get("status")
+        if "status" in new:
+            merged["status"] = status
+        else:  # (a write of the metadata alone to an object without a status: none, not null)
+            merged.pop("status", None)
+        merged["metadata"] = _status_write_meta(rtype, new.get("metadata"), old_meta)
         if rtype.plural == "pods" and not rtype.group and isinstance(status, dict):
             kept = (old.get("status") or {}).get("qosClass")
             if kept and not status.get("qosClass"):  # upstream keeps it (immutable)
@@ -3597,6 +3599,36 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     elif (rtype.group, rtype.plural) in STEPPED_FROM_ZERO and _generation_moves(rtype, old, new):
         meta["generation"] = int(old_meta.get("generation") or 0) + 1
     return new
+
+
+def _status_write_meta(rtype: ResourceType, meta: Any, old_meta: dict[str, Any]) -> dict[str, Any]:
+    """The metadata a write through ``/status`` stores: the request's, but what the type's
+    status strategy takes from the stored object (``statuswrites``) and the server-set
+    fields, as rest.BeforeUpdate keeps them. A deletion's timestamp a strategy does not put
+    back, and its grace period, set otherwise than stored are refused as
+    ValidateObjectMetaUpdate refuses them (422 ``field is immutable``)."""
+    if meta is old_meta or meta == old_meta or not isinstance(meta, dict):
+        return dict(old_meta)  # (the common case, a kubelet's status patch: nothing to sort out)
+    kept = kept_at_status_write(rtype)
+    if kept is None:
+        return dict(old_meta)  # (the whole stored metadata: custom resources, flowcontrol)
+    deletion = ("deletionGracePeriodSeconds",) if "deletionTimestamp" in kept else \
+        ("deletionTimestamp", "deletionGracePeriodSeconds")
+    _refuse_deletion_changes(rtype, meta, old_meta, deletion)
+    out = dict(meta)
+    for field in (*_STATUS_SERVER_META, *kept):
+        if field in old_meta:
+            out[field] = old_meta[field]
+        else:
+            out.pop(field, None)
+    out.pop("selfLink", None)
+    return out
+
+
+# what a status write never takes from the request, whatever the type (rest.BeforeUpdate,
+# and the field manager for managedFields: record_write keeps the stored ones)
+_STATUS_SERVER_META = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds",
+                       "managedFields")
 
 
 def _refuse_deletion_changes(rtype: ResourceType, meta: Any, old_meta: dict[str, Any],

@@ -21,7 +21,8 @@ Rules kept here, as kube-apiserver keeps them:
   Subresource writes always keep the stored ones.
 - Server-set metadata (name, uid, resourceVersion...), ``apiVersion`` and
   ``kind`` are nobody's; nor is ``status`` when written through the object of
-  a kind with a status subresource, nor anything but ``status`` through it.
+  a kind with a status subresource, nor anything but ``status`` and the metadata
+  its status strategy lets a status write change (``statuswrites``) through it.
 - At most ten ``Update`` entries: older ones merge into ``ancient-changes``.
 - An apply to an object without managedFields first gives all it has to
   ``before-first-apply`` (an ``Update`` entry), as upstream.
@@ -54,6 +55,7 @@ import orjson
 from . import fieldpath
 from .fieldpath import SELF, Tree
 from .shapes import Shape, custom_shape, shape_for
+from .statuswrites import kept_at_status_write
 from .typed import ShapeError, compare, created_set, field_set, merge, remove
 from .types import ResourceType
 
@@ -220,10 +222,12 @@ def _store(obj: dict[str, Any], entries: list[Entry]) -> None:
 def _view(obj: dict[str, Any], rtype: ResourceType, subresource: str | None) -> dict[str, Any]:
     """The part of ``obj`` a write through ``subresource`` can own (a shallow copy)."""
     if subresource == "status":
-        return {"status": obj["status"]} if "status" in obj else {}
+        view = {"status": obj["status"]} if "status" in obj else {}
+        return _status_meta_view(view, obj, rtype)
     if subresource == "approval":  # a CSR's: its conditions alone (upstream's reset fields)
         conditions = (obj.get("status") or {}).get("conditions")
-        return {"status": {"conditions": conditions}} if conditions is not None else {}
+        view = {"status": {"conditions": conditions}} if conditions is not None else {}
+        return _status_meta_view(view, obj, rtype)
     view = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     if "status" in rtype.subresources:
         view.pop("status", None)
@@ -234,6 +238,20 @@ def _view(obj: dict[str, Any], rtype: ResourceType, subresource: str | None) -> 
             view["metadata"] = meta
         else:
             del view["metadata"]
+    return view
+
+
+def _status_meta_view(view: dict[str, Any], obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
+    """``view`` with the metadata a write through ``/status`` may change (``statuswrites``):
+    upstream's field manager owns what the write changes but the status strategy's reset
+    fields, labels and annotations included for most types."""
+    kept = kept_at_status_write(rtype)
+    meta = obj.get("metadata")
+    if kept is None or not isinstance(meta, dict):
+        return view
+    meta = {k: v for k, v in meta.items() if k not in _SERVER_META and k not in kept}
+    if meta:
+        view["metadata"] = meta
     return view
 
 
