@@ -73,6 +73,7 @@ KUBECTL = "kubectl"  # the manager of ``kubectl apply --server-side``
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"  # client-side apply's annotation
 _SERVER_META = ("name", "namespace", "creationTimestamp", "selfLink", "uid", "clusterName", "generation",
                 "managedFields", "resourceVersion")
+_SERVER_META_SET = frozenset(_SERVER_META)
 
 
 @dataclass(slots=True)
@@ -219,15 +220,17 @@ def _store(obj: dict[str, Any], entries: list[Entry]) -> None:
 
 
 # -- what of an object is owned --------------------------------------------------------
-def _view(obj: dict[str, Any], rtype: ResourceType, subresource: str | None) -> dict[str, Any]:
-    """The part of ``obj`` a write through ``subresource`` can own (a shallow copy)."""
+def _view(obj: dict[str, Any], rtype: ResourceType, subresource: str | None,
+          with_meta: bool = True) -> dict[str, Any]:
+    """The part of ``obj`` a write through ``subresource`` can own (a shallow copy); not
+    ``with_meta``: a status write's without the metadata (it changed none)."""
     if subresource == "status":
         view = {"status": obj["status"]} if "status" in obj else {}
-        return _status_meta_view(view, obj, rtype)
+        return _status_meta_view(view, obj, rtype) if with_meta else view
     if subresource == "approval":  # a CSR's: its conditions alone (upstream's reset fields)
         conditions = (obj.get("status") or {}).get("conditions")
         view = {"status": {"conditions": conditions}} if conditions is not None else {}
-        return _status_meta_view(view, obj, rtype)
+        return _status_meta_view(view, obj, rtype) if with_meta else view
     view = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     if "status" in rtype.subresources:
         view.pop("status", None)
@@ -239,6 +242,22 @@ def _view(obj: dict[str, Any], rtype: ResourceType, subresource: str | None) -> 
         else:
             del view["metadata"]
     return view
+
+
+def _meta_moved(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether ``new``'s metadata differs from ``old``'s but for the server's fields: by
+    identity first, as a status patch shares what it leaves alone (the hot path, a kubelet's
+    status patch, compares no metadata then)."""
+    a, b = old.get("metadata"), new.get("metadata")
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return a != b
+    for k, v in b.items():
+        if k not in _SERVER_META_SET and (k not in a or (a[k] is not v and a[k] != v)):
+            return True
+    for k in a:
+        if k not in b and k not in _SERVER_META_SET:
+            return True
+    return False
 
 
 def _status_meta_view(view: dict[str, Any], obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
@@ -295,12 +314,13 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
     if entries is None:
         entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
     shape = _shape(rtype)
+    with_meta = subresource is None or old is None or _meta_moved(old, new)
     try:
-        new_view = _stored_form(rtype, _view(new, rtype, subresource))
+        new_view = _stored_form(rtype, _view(new, rtype, subresource, with_meta))
         if old is None:
             changed, removed = created_set(new_view, shape), {}
         else:
-            diff = compare(_stored_form(rtype, _view(old, rtype, subresource)), new_view, shape)
+            diff = compare(_stored_form(rtype, _view(old, rtype, subresource, with_meta)), new_view, shape)
             changed, removed = fieldpath.union(diff.added, diff.modified), diff.removed
     except (ShapeError, RecursionError):
         return  # as upstream: an object the walk cannot follow gets no managedFields
