@@ -9,10 +9,9 @@ fields (uid, creationTimestamp, generation, resourceVersion, the deletion's grac
 are kept by ``rest.BeforeUpdate`` for every type, whatever its strategy (``api/rest.py``,
 ``_split_status``).
 
-    >>> kept_at_status_write(pods)          # the stored ownerReferences and deletionTimestamp
-    ('ownerReferences', 'deletionTimestamp')
-    >>> kept_at_status_write(a_custom_type) # all the stored metadata but managedFields
-    None
+    >>> kept_at_status_write(pods)           # -> ("ownerReferences", "deletionTimestamp"): the stored ones
+    >>> kept_at_status_write(nodes)          # -> (): all the request's (labels, annotations...)
+    >>> kept_at_status_write(a_custom_type)  # -> None: all the stored metadata but managedFields
 """
 
 from __future__ import annotations
