@@ -254,10 +254,7 @@ def _meta_moved(old: dict[str, Any], new: dict[str, Any]) -> bool:
     for k, v in b.items():
         if k not in _SERVER_META_SET and (k not in a or (a[k] is not v and a[k] != v)):
             return True
-    for k in a:
-        if k not in b and k not in _SERVER_META_SET:
-            return True
-    return False
+    return not (a.keys() - b.keys()) <= _SERVER_META_SET  # (a field the write removed)
 
 
 def _status_meta_view(view: dict[str, Any], obj: dict[str, Any], rtype: ResourceType) -> dict[str, Any]:
