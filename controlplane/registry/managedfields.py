@@ -311,7 +311,7 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
     if entries is None:
         entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
     shape = _shape(rtype)
-    with_meta = subresource is None or old is None or _meta_moved(old, new)
+    with_meta = subresource not in ("status", "approval") or old is None or _meta_moved(old, new)
     try:
         new_view = _stored_form(rtype, _view(new, rtype, subresource, with_meta))
         if old is None:
