@@ -17,6 +17,47 @@ import pytest
 from .test_smoke import ROOT, _as_a_terminal_starts_it, _env, _requests_made, _session, _smoke_in_a_session
 
 
+class _HarnessStderr:
+    """The harness's stderr, read as it comes (a thread): what it said, and the command it prints
+    for the other machines' workers once it has printed it."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        import threading
+
+        self.said: list[str] = []
+        self._command = threading.Event()
+        self._proc = proc
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stderr is not None
+        for line in self._proc.stderr:
+            self.said.append(line)
+            if "--worker" in line:
+                self._command.set()
+
+    def text(self) -> str:
+        return "".join(self.said)
+
+    def worker_command(self) -> str:
+        """The command, as a user pastes it on another machine (THIS_HOST: this one)."""
+        assert self._command.wait(60), self.text()
+        return next(x for x in self.said if "--worker" in x).strip().replace("THIS_HOST", "127.0.0.1")
+
+
+def _remote_run(tmp_path: Path, duration: str, workers: int,
+                env: dict[str, str]) -> tuple[subprocess.Popen[str], Path, _HarnessStderr]:
+    """``loadtest run smoke --quick`` expecting ``workers`` workers it does not start, in a session
+    of its own; its output directory and its stderr."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", duration,
+                             "--processes", "0", "--expect-workers", str(workers), "--out", str(out),
+                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=env, start_new_session=True)
+    return proc, out, _HarnessStderr(proc)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_a_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_path: Path) -> None:
@@ -65,39 +106,19 @@ def test_a_remote_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_pat
     # after its heartbeats stopped, stopped the test and waited for ever, and the run passed with exit 0
     import os
     import signal
-    import threading
 
-    out = tmp_path / "run"
     # the master gives a worker up after 5 s without heartbeats (30 by default), so the test is short
-    env = {**_env(), "LOADTEST_HEARTBEAT_LIVENESS": "5"}
-    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", "40",
-                             "--processes", "0", "--expect-workers", "1", "--out", str(out), "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
-                            start_new_session=True)
-    said: list[str] = []
-    command = threading.Event()
-
-    def read_stderr() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            said.append(line)
-            if "--worker" in line:
-                command.set()
-
-    reader = threading.Thread(target=read_stderr, daemon=True)
-    reader.start()
+    proc, out, stderr_ = _remote_run(tmp_path, "40", 1, {**_env(), "LOADTEST_HEARTBEAT_LIVENESS": "5"})
     worker = None
     try:
-        assert command.wait(60), "".join(said)
-        # the command the harness prints for the other machines, as a user pastes it there
-        line = next(x for x in said if "--worker" in x).strip().replace("THIS_HOST", "127.0.0.1")
+        line = stderr_.worker_command()
         assert line.startswith("LOADTEST_SCENARIO=smoke ") and " python -m locust " in line, line
         worker = subprocess.Popen(["bash", "-c", line.replace(" python -m locust ", f" {sys.executable} -m locust ")],
                                   cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True)
         deadline = time.monotonic() + 60
         while not _requests_made(out):  # the load is under way
-            assert time.monotonic() < deadline and proc.poll() is None, "".join(said)
+            assert time.monotonic() < deadline and proc.poll() is None, stderr_.text()
             time.sleep(0.2)
         killed = time.monotonic()
         os.killpg(worker.pid, signal.SIGKILL)
@@ -111,11 +132,11 @@ def test_a_remote_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_pat
             if p is not None and p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-        reader.join(5)
+        stderr_.reader.join(5)
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
-    stderr = "".join(said)
+    stderr = stderr_.text()
     assert proc.returncode == 3, stdout + stderr
     assert "loadtest: Locust's worker " in stderr and " (remote) stopped answering its master after " in stderr
     run = json.loads((out / "run.json").read_text())
@@ -146,34 +167,15 @@ def test_a_remote_worker_that_quits_cleanly_leaves_the_run_complete_unless_it_wa
     # the test when its last worker quits), and the run is incomplete for that
     import os
     import signal
-    import threading
 
     from loadtest import leftworkers
 
-    out = tmp_path / "run"
     # alone, ext-a's quit must end the load well before --duration (35 s, the bound the check below needs);
     # beside ext-b, the run goes to its end, and 15 s leave ext-a's quit (some 6 s in) well before it
-    duration = "35" if len(names) == 1 else "15"
-    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "run", "smoke", "--quick", "--duration", duration,
-                             "--processes", "0", "--expect-workers", str(len(names)), "--out", str(out),
-                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path, env=_env(), start_new_session=True)
-    said: list[str] = []
-    command = threading.Event()
-
-    def read_stderr() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            said.append(line)
-            if "--worker" in line:
-                command.set()
-
-    reader = threading.Thread(target=read_stderr, daemon=True)
-    reader.start()
+    proc, out, stderr_ = _remote_run(tmp_path, "35" if len(names) == 1 else "15", len(names), _env())
     workers: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        assert command.wait(60), "".join(said)
-        line = next(x for x in said if "--worker" in x).strip().replace("THIS_HOST", "127.0.0.1")
+        line = stderr_.worker_command()
         for name in names:  # as two machines would name themselves
             pasted = line.replace("LOADTEST_WORKER=$(hostname)", f"LOADTEST_WORKER={name}")
             workers[name] = subprocess.Popen(
@@ -182,7 +184,7 @@ def test_a_remote_worker_that_quits_cleanly_leaves_the_run_complete_unless_it_wa
                 preexec_fn=_as_a_terminal_starts_it)
         deadline = time.monotonic() + 60
         while not _requests_made(out):  # the load is under way
-            assert time.monotonic() < deadline and proc.poll() is None, "".join(said)
+            assert time.monotonic() < deadline and proc.poll() is None, stderr_.text()
             time.sleep(0.2)
         time.sleep(3)
         os.killpg(workers["ext-a"].pid, signal.SIGINT)  # a terminal's Ctrl-C, to its foreground process group
@@ -191,7 +193,7 @@ def test_a_remote_worker_that_quits_cleanly_leaves_the_run_complete_unless_it_wa
         stdout = proc.stdout.read() if proc.stdout else ""
         proc.wait(timeout=90)
         if len(names) == 1:  # the load ended there, not after the 35 s of --duration
-            assert time.monotonic() - quit_at < 25, stdout + "".join(said)
+            assert time.monotonic() - quit_at < 25, stdout + stderr_.text()
         else:  # the other one was told to quit at the end, and did, on its own
             assert workers["ext-b"].wait(timeout=30) == 0
     finally:
@@ -200,11 +202,11 @@ def test_a_remote_worker_that_quits_cleanly_leaves_the_run_complete_unless_it_wa
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-        reader.join(5)
+        stderr_.reader.join(5)
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
-    stderr = "".join(said)
+    stderr = stderr_.text()
     summary = json.loads((out / "summary.json").read_text())
     run = json.loads((out / "run.json").read_text())
     # ext-a is recorded, and ext-b's exit at the end is not
