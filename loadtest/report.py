@@ -23,7 +23,6 @@ import html
 import itertools
 import json
 import math
-import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -184,22 +183,72 @@ def _plain_log_ticks(axis: Any) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
+_DPI = 80
+
+
+def _margins(fig: Any) -> None:
+    """Room for what surrounds a figure's one axes: its title, axis labels and tick
+    labels (a latency plot's long (verb, resource) labels; a second y axis on the right),
+    measured with the renderer's font metrics rather than by a trial draw."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.font_manager import FontProperties
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
+    width, height = (x * _DPI for x in fig.get_size_inches())
+    pad = 6.0  # px
+
+    def line_px(text: Any) -> float:
+        """A line's height (ascent and descent) in a text's font."""
+        return float(renderer.get_text_width_height_descent("Mg", FontProperties(size=text.get_fontsize()),
+                                                            ismath=False)[1])
+
+    def widest_px(texts: Iterable[Any]) -> float:
+        return max((renderer.get_text_width_height_descent(t.get_text(), FontProperties(size=t.get_fontsize()),
+                                                           ismath=False)[0]
+                    for t in texts if t.get_text() and t.get_visible()), default=0.0)
+
+    def side(axis: Any, across: bool) -> float:
+        """Pixels taken beside the axes by an axis's tick labels and label: the labels'
+        widest across a y axis (placed by the locator, which this runs), a line of their
+        font below an x axis."""
+        tick = axis.get_major_ticks(1)[0].label1
+        ticks = (widest_px(axis.get_majorticklabels()) if across else line_px(tick)) \
+            + float(axis.get_tick_padding()) * _DPI / 72 + 2 * pad
+        return ticks + (line_px(axis.label) + pad if axis.label.get_text() else 0.0)
+
+    axes = fig.axes
+    ax = axes[0]
+    left = side(ax.yaxis, True)
+    bottom = side(ax.xaxis, False)
+    top = line_px(ax.title) + 3 * pad
+    right = max((side(a.yaxis, True) for a in axes[1:]), default=2 * pad)
+    left, right = min(left, 0.6 * width), min(right, 0.3 * width)
+    fig.subplots_adjust(left=left / width, right=1 - right / width,
+                        bottom=min(bottom / height, 0.4), top=1 - min(top / height, 0.3))
+    span = width - left - right
+    if widest_px([ax.title]) > span:  # long tick labels narrowed the axes: the title goes over the figure's middle
+        ax.title.set_x((width / 2 - left) / span)
+
+
 def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], server: list[dict[str, Any]],
            run: dict[str, Any]) -> dict[str, str]:
-    """PNG name -> caption; a plot without data is drawn with a note saying so."""
-    import matplotlib
+    """PNG name -> caption; a plot without data is drawn with a note saying so.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Figures are made without pyplot (a PNG needs neither its figure manager nor its
+    import) and laid out by ``_margins`` rather than ``tight_layout``, which drew each
+    figure once more to measure it: ``python -m loadtest report`` of a 20,000-pod run
+    took 3.2 s instead of 4.1 (median of 4)."""
+    from matplotlib.figure import Figure
 
     captions: dict[str, str] = {}
 
+    def subplots(figsize: tuple[float, float]) -> tuple[Any, Any]:
+        fig = Figure(figsize=figsize, dpi=_DPI)
+        return fig, fig.subplots()
+
     def save(fig: Any, name: str, caption: str) -> None:
-        with warnings.catch_warnings():  # long labels: tight_layout may give up, the plot is still fine
-            warnings.simplefilter("ignore", UserWarning)
-            fig.tight_layout()
-        fig.savefig(out / f"{name}.png", dpi=80)
-        plt.close(fig)
+        _margins(fig)
+        fig.savefig(out / f"{name}.png", dpi=_DPI)
         captions[name] = caption
 
     def empty(ax: Any, what: str) -> None:
@@ -208,7 +257,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     t0 = min((_float(r.get("Timestamp")) or math.inf for r in history), default=math.inf)
 
     # throughput per HTTP verb, from Locust's history
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig, ax = subplots(figsize=(8, 3.5))
     series: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for r in history:
         if r.get("Name") == "Aggregated" or r.get("Type") not in _HTTP:
@@ -230,7 +279,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
 
     # latency percentiles per verb and resource
     http = sorted((e for e in entries if e.request_type in _HTTP and e.num_requests), key=lambda e: e.name)
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.3 * len(http) + 1)))
+    fig, ax = subplots(figsize=(8, max(2.5, 0.3 * len(http) + 1)))
     if http:
         labels = [f"{e.request_type} {e.name}" for e in http]
         y = range(len(http))
@@ -264,7 +313,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
         ax.set_xlabel("s")
         return drawn
 
-    fig, ax = plt.subplots(figsize=(8, 3))
+    fig, ax = subplots(figsize=(8, 3))
     server_series(ax, [("lock_wait_writer", "writer p99"), ("lock_wait_reader", "reader p99")], 1000,
                   "controlplane_watch_cache_lock_wait_seconds")
     ax.axhline(1.0, color="red", linestyle=":", linewidth=1)
@@ -272,7 +321,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     ax.set_title("Watch cache lock wait, p99 per scrape interval (target: writer ≤ 1 ms)")
     save(fig, "lock_wait", "controlplane_watch_cache_lock_wait_seconds, per scrape interval.")
 
-    fig, ax = plt.subplots(figsize=(8, 3))
+    fig, ax = subplots(figsize=(8, 3))
     server_series(ax, [("event_delivery", "server: commit → watcher stream, p99")], 1000,
                   "controlplane_watch_event_delivery_seconds")
     client = [e for e in entries if e.request_type == "LATENCY" and e.name.startswith("watch delivery")]
@@ -289,7 +338,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     save(fig, "event_delivery", "Server side per scrape interval; client side (write response → event on a "
                                 "watch of the same worker) as run-wide p99 lines.")
 
-    fig, ax = plt.subplots(figsize=(8, 3))
+    fig, ax = subplots(figsize=(8, 3))
     replicas = _replica_series(server)
     if replicas:  # several targets: each replica's lag (a sum of them means nothing)
         for label, scraped in replicas.items():
@@ -307,7 +356,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     ax.set_title("Server event loop lag (and request duration), p99 per scrape interval")
     save(fig, "event_loop_lag", "How late the server's event loop runs a 10 ms timer.")
 
-    fig, ax = plt.subplots(figsize=(8, 3))
+    fig, ax = subplots(figsize=(8, 3))
     lines = scheduling_series(server, history)
     for label, xs, ys in lines:
         ax.plot(xs, ys, label=label, linestyle="--" if label == CLIENTS_SAW_BOUND else "-")
@@ -324,7 +373,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
                            "(whoever bound them: a cluster's scheduler, whose metrics the API server's /metrics "
                            "does not have).")
 
-    fig, ax = plt.subplots(figsize=(8, 3))
+    fig, ax = subplots(figsize=(8, 3))
     drawn = False
     for e in entries:
         if e.request_type == "LATENCY" and e.name in ("pod startup", "pod create→bound", "gang startup") \
@@ -349,7 +398,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     ax.set_title("Pod startup: create → bound, create → Running (SLO: p99 ≤ 5 s)")
     save(fig, "pod_startup", "Cumulative distribution, from the create request to the state seen on a watch.")
 
-    fig, ax = plt.subplots(figsize=(8, 3))
+    fig, ax = subplots(figsize=(8, 3))
     rss = [(s["at"], s["rss_bytes"] / 2**20) for s in server if s.get("rss_bytes")]
     cpu = [(s["at"], s["cpu_seconds"]) for s in server if s.get("cpu_seconds") is not None]
     if replicas and rss:  # several targets: each replica's memory and CPU

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -322,3 +323,41 @@ def test_the_server_s_memory_and_cpu_lines_are_named(tmp_path: Path, monkeypatch
     report.build(tmp_path)
     [ax] = [a for a in titled if a.get_title() == "Server memory and CPU"]
     assert legends[id(ax)] == ["RSS MiB (left axis)", "CPU % (right axis)"]
+
+
+@pytest.mark.parametrize("labels", [["GET pods"], ["PATCH validatingadmissionpolicies/status [cluster]", "GET pods"]])
+@pytest.mark.parametrize("twin", [False, True])
+def test_a_plot_s_title_labels_and_ticks_are_inside_its_png(labels: list[str], twin: bool) -> None:
+    # the margins are measured, not found by a trial draw (tight_layout): nothing may be cut off
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3), dpi=80)
+    ax = fig.subplots()
+    ax.barh(range(len(labels)), [5, 5000][:len(labels)])
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_xscale("log")
+    report._plain_log_ticks(ax.xaxis)  # as the report's log axes
+    ax.set_xlabel("s")
+    ax.set_ylabel("requests/s")
+    ax.set_title("Latency percentiles per verb and resource")
+    if twin:
+        ax.twinx().set_ylabel("CPU % (100 = one core)")
+    report._margins(fig)
+    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
+    fig.draw(renderer)
+    box = fig.bbox
+
+    def drawn(axis: Any) -> list[Any]:  # the tick labels drawn: those of ticks inside the view
+        lo, hi = sorted(axis.get_view_interval())
+        return [t.label1 if axis.axis_name == "x" or not twin or axis is fig.axes[0].yaxis else t.label2
+                for t in axis.get_major_ticks() if lo <= t.get_loc() <= hi]
+
+    texts = [t for a in fig.axes for t in (a.title, a.xaxis.label, a.yaxis.label, *drawn(a.xaxis), *drawn(a.yaxis))
+             if t.get_text() and t.get_visible()]
+    assert {t.get_text() for t in texts} >= {*labels, "s", "requests/s"}
+    for t in texts:
+        extent = t.get_window_extent(renderer)
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0 and extent.y1 <= box.y1, \
+            t.get_text()
+    assert fig.axes[0].get_window_extent(renderer).width > 200  # and the plot is not squeezed out
