@@ -161,7 +161,8 @@ WATCH_EVENT_DELIVERY = Histogram(
 
 EVENT_LOOP_LAG = Histogram(
     "controlplane_event_loop_lag_seconds",
-    "How late the event loop runs a timer that should fire every 10 ms.",
+    "How late the event loop runs its timer: due every 10 ms while the loop runs late (1 ms or more "
+    "within the last second), every 100 ms while it keeps time.",
     buckets=(1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
     registry=REGISTRY,
 )
@@ -974,17 +975,34 @@ def _value_text(value: float) -> str:
     return str(floatToGoString(value))  # type: ignore[no-untyped-call]
 
 
-async def monitor_event_loop_lag(interval: float = 0.01) -> None:
-    """Observe ``EVENT_LOOP_LAG`` forever: sleep ``interval``, record how much later
-    than asked the loop woke us. Run it as a task on the loop to be measured.
+LAG_LATE = 0.001  # a timer this late: the loop is busy, time it closely
+
+
+async def monitor_event_loop_lag(interval: float = 0.01, idle_interval: float = 0.1,
+                                 busy_for: float = 1.0, late: float = LAG_LATE) -> None:
+    """Observe ``EVENT_LOOP_LAG`` forever: sleep, record how much later than asked the
+    loop woke us. Run it as a task on the loop to be measured.
+
+    The timer is set ``interval`` ahead while the loop runs late (a timer ``late`` late
+    or more within the last ``busy_for``), ``idle_interval`` ahead while it keeps
+    time. Each wake-up of an idle process costs about 0.2 ms of CPU here (the epoll and
+    timer round trip, whatever the callback does): at 100 a second, the monitor was a
+    third of an idle server's CPU. A stall is seen either way, as the lateness of the
+    timer due within it; at the idle rate it reads up to ``idle_interval`` short, once.
 
     The clock is ``perf_counter``, not ``loop.time()``: uvloop's loop clock has
     millisecond resolution.
     """
+    busy_until = 0.0
     while True:
         start = time.perf_counter()
-        await asyncio.sleep(interval)
-        EVENT_LOOP_LAG.observe(max(0.0, time.perf_counter() - start - interval))
+        wait = interval if start < busy_until else idle_interval
+        await asyncio.sleep(wait)
+        woke = time.perf_counter()
+        lag = max(0.0, woke - start - wait)
+        EVENT_LOOP_LAG.observe(lag)
+        if lag >= late:
+            busy_until = woke + busy_for
 
 
 def observe_gc_pauses() -> None:

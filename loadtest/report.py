@@ -354,7 +354,8 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
                       1000, "controlplane_event_loop_lag_seconds")
     ax.set_ylabel("ms")
     ax.set_title("Server event loop lag (and request duration), p99 per scrape interval")
-    save(fig, "event_loop_lag", "How late the server's event loop runs a 10 ms timer.")
+    save(fig, "event_loop_lag", "How late the server's event loop runs its timer (due every 10 ms while "
+                                "the loop runs late, every 100 ms while it keeps time).")
 
     fig, ax = subplots(figsize=(8, 3))
     lines = scheduling_series(server, history)

@@ -161,3 +161,26 @@ def test_every_metric_a_component_records_is_in_its_tuple(package: str, owned: t
                 if isinstance(getattr(metrics, name), MetricWrapperBase)}
     assert recorded, package
     assert [name for name in recorded if getattr(metrics, name) not in owned] == []
+
+
+async def test_the_lag_monitor_ticks_closely_only_while_the_loop_runs_late() -> None:
+    import asyncio
+    import time
+
+    def count() -> float:
+        return metrics.REGISTRY.get_sample_value("controlplane_event_loop_lag_seconds_count") or 0.0
+
+    before = count()
+    # "late" is 0.1 s here, so that a loaded machine's idle ticks do not count as late
+    task = asyncio.create_task(metrics.monitor_event_loop_lag(interval=0.01, idle_interval=0.2, busy_for=1.0,
+                                                              late=0.1))
+    try:
+        await asyncio.sleep(0.5)
+        idle = count() - before  # 2 or 3 ticks, not 50
+        time.sleep(0.3)  # the loop held past a tick: that tick is late, the next ones close
+        await asyncio.sleep(0.3)
+        busy = count() - before - idle
+    finally:
+        task.cancel()
+    assert 1 <= idle <= 5, idle
+    assert busy >= 8, busy
