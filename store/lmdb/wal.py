@@ -16,6 +16,8 @@ Files, in ``<store>/wal/``::
                                       store that writes little holds little
     lock                              flock'ed by the writer of any process while it
                                       assigns revisions and appends
+    head                              the last revision appended (``WalHead``)
+    openers                           read-locked by every open store (``Openers``)
 
 A segment is a sequence of records, then zeros::
 
@@ -141,6 +143,36 @@ class WalLock:
 
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class Openers:
+    """Whether anyone else has the store open: every open holds a read lock on byte 0 of
+    ``wal/openers``, and ``others()`` asks the kernel whether a write lock there would
+    conflict with one (``F_OFD_GETLK``: one system call, nothing taken).
+
+    Open file description locks (Linux 3.15 on) belong to the open, not to the process:
+    two stores one process opened see each other, and a process's death releases its
+    lock. Without them (another platform), ``others()`` is always True."""
+
+    _FLOCK = struct.Struct("hhqqi4x")  # struct flock: type, whence, start, len, pid
+
+    def __init__(self, directory: str) -> None:
+        self._fd = os.open(os.path.join(directory, "openers"), os.O_RDWR | os.O_CREAT, 0o644)
+        self._held = hasattr(fcntl, "F_OFD_SETLK")
+        if self._held:
+            try:
+                fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, self._FLOCK.pack(fcntl.F_RDLCK, os.SEEK_SET, 0, 1, 0))
+            except OSError:  # a file system without them
+                self._held = False
+
+    def others(self) -> bool:
+        if not self._held:
+            return True
+        answer = fcntl.fcntl(self._fd, fcntl.F_OFD_GETLK, self._FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
+        return bool(self._FLOCK.unpack(answer)[0] != fcntl.F_UNLCK)
 
     def close(self) -> None:
         os.close(self._fd)

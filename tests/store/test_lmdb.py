@@ -861,3 +861,68 @@ async def test_the_applier_process_imports_neither_asyncio_nor_the_engine() -> N
             "print(sorted(m for m in ('asyncio', 'store.interface', 'store.lmdb.engine') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+async def test_openers_see_every_other_open_of_the_store_and_not_their_own(tmp_path: Path) -> None:
+    from store.lmdb import wal
+
+    mine = wal.Openers(str(tmp_path))
+    assert not mine.others()
+    second = wal.Openers(str(tmp_path))  # another open in this process counts (an open file's lock)
+    assert mine.others() and second.others()
+    second.close()
+    assert not mine.others()
+    code = ("import sys, time\nfrom store.lmdb import wal\no = wal.Openers(sys.argv[1])\n"
+            "print(o.others(), flush=True)\ntime.sleep(60)")
+    with subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                          text=True) as p:
+        try:
+            assert p.stdout is not None and p.stdout.readline().strip() == "True"
+            assert mine.others()
+        finally:
+            p.kill()  # a process that dies holds nothing
+    assert not mine.others()
+    mine.close()
+
+
+async def test_a_watched_store_polls_for_other_processes_closely_only_while_one_has_it_open(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(tmp_path / "db")
+    s = LmdbStore(path, poll_interval=0.002, alone_poll_interval=0.2)
+    polls = 0
+    catch_up = s._catch_up
+
+    def counted(upto: int = 0) -> None:
+        nonlocal polls
+        polls += 1
+        catch_up(upto)
+
+    monkeypatch.setattr(s, "_catch_up", counted)
+    try:
+        start = await s.create(b"/mine/0", b"v")
+        w = s.watch(b"/theirs/", store.prefix_end(b"/theirs/"), start)
+        async def first() -> Sequence[store.Event]:
+            return await anext(w)
+        waiting = asyncio.create_task(first())  # a watcher registers when first waited on
+        await asyncio.sleep(1.0)
+        alone = polls
+        other = worker("watch", path, "/other/", "0", "1")  # another process that has it open
+        try:
+            assert other.stdout is not None and other.stdout.readline().strip() == "ready"
+            await asyncio.sleep(0.3)  # the poll that notices it, then the close ones
+            polls = 0
+            await asyncio.sleep(0.5)
+            shared = polls
+            await s.create(b"/other/done", b"v")  # the one event it waits for
+            other.communicate(timeout=30)
+        finally:
+            other.kill()
+            if other.stdout is not None:
+                other.stdout.close()
+            if other.stderr is not None:
+                other.stderr.close()
+        waiting.cancel()
+    finally:
+        await s.close()
+    assert alone <= 7, alone  # every 0.2 s, not every 2 ms
+    assert shared >= 25, (alone, shared)  # every 2 ms: about 250 on an idle machine
