@@ -237,7 +237,7 @@ def _plots(out: Path, entries: Sequence[Entry], history: list[dict[str, str]], s
     Figures are made without pyplot (a PNG needs neither its figure manager nor its
     import) and laid out by ``_margins`` rather than ``tight_layout``, which drew each
     figure once more to measure it: ``python -m loadtest report`` of a 20,000-pod run
-    took 3.2 s instead of 4.1 (median of 4)."""
+    takes about a fifth less (docs/benchmarks.md)."""
     from matplotlib.figure import Figure
 
     captions: dict[str, str] = {}
