@@ -526,9 +526,12 @@ async def _follow_flow_config(flow: FlowControl, kube: KubeApi, caches: WatchCac
     def generation() -> int:
         return sum(caches.cache_for(t).generation for t in types if t is not None)
 
+    def moved() -> list[asyncio.Future[None]]:
+        return [caches.cache_for(t).moved() for t in types if t is not None]
+
     seen = generation()
     flow.configure(*await read())
-    state._tasks.append(asyncio.create_task(flow.follow(read, generation, seen), name="flow-control-config"))
+    state._tasks.append(asyncio.create_task(flow.follow(read, generation, moved, seen), name="flow-control-config"))
     state._tasks.append(asyncio.create_task(flow.rebalance(), name="flow-control-borrowing"))
 
 

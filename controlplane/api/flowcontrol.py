@@ -628,20 +628,27 @@ class FlowControl:
         self.configured = True
 
     async def follow(self, read: Callable[[], Awaitable[tuple[list[dict[str, Any]], list[dict[str, Any]]]]],
-                     generation: Callable[[], int], seen: int | None = None, every: float = 0.1) -> None:
+                     generation: Callable[[], int], moved: Callable[[], list[asyncio.Future[None]]],
+                     seen: int | None = None, retry: float = 0.1, longest: float = 1.0) -> None:
         """Configure from ``read()`` whenever ``generation()`` moves from ``seen`` (the watch
-        caches' generations of the two types: a change seen within ``every`` seconds)."""
+        caches' generations of the two types). Between changes it waits on ``moved()`` (the
+        caches' futures, done at their next change: ``ResourceCache.moved``), or ``longest``
+        seconds at most (a cache that failed was replaced by one whose future this wait does
+        not hold); a read that fails is tried again after ``retry``."""
         while True:
+            futures = moved()  # made before the check: a change after it resolves one of them
             now = generation()
             if now != seen:
                 try:
                     schemas, levels = await read()
                 except Exception as e:  # the caches are not loaded yet, or went away: the next turn
                     log.debug("flow control configuration not read: %r", e)
+                    await asyncio.sleep(retry)
                 else:
                     self.configure(schemas, levels)
                     seen = now
-            await asyncio.sleep(every)
+                continue
+            await asyncio.wait(futures, timeout=longest)
 
     # -- borrowing ----------------------------------------------------------------------------
     def adjust(self, now: float | None = None) -> None:

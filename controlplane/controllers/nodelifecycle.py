@@ -344,6 +344,8 @@ class NodeLifecycleController:
         self.zone_counts: dict[str, list[int]] = {}
         self.zone_states: dict[str, str] = {}
         self.tainters: dict[str, _ZoneTainter] = {}
+        # set while a zone's queue may hold a node: the drain loop sleeps on it while none does
+        self.tainters_waiting = asyncio.Event()
         self.all_disrupted = False
         # nodes this controller turned Unknown from Ready, with the Ready heartbeat it saw then,
         # until their pods are marked (a later heartbeat: the kubelet is back, nothing to mark)
@@ -592,6 +594,7 @@ class NodeLifecycleController:
             wanted -= no_execute
         elif no_execute and not (held & _NO_EXECUTE_OWNED) and not first_no_execute:
             self._tainter(zone_key(node)).waiting[name] = None
+            self.tainters_waiting.set()
             wanted -= no_execute
         if not no_execute:
             tainter = self.tainters.get(zone_key(node))
@@ -606,8 +609,13 @@ class NodeLifecycleController:
 
     async def _drain_tainters(self) -> None:
         """Give the nodes waiting in each zone's queue their first NoExecute taint, at the zone's
-        rate; a write that fails is tried again at the queue's end."""
+        rate; a write that fails is tried again at the queue's end. While every queue is
+        empty it waits for a node to join one, not a timer (an idle server's wake-ups)."""
+        waiting = self.tainters_waiting
         while True:
+            if not any(t.waiting for t in self.tainters.values()):
+                waiting.clear()
+                await waiting.wait()
             await asyncio.sleep(TAINTER_PERIOD)
             try:
                 await self._drain_once()

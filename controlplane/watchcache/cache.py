@@ -248,6 +248,7 @@ class ResourceCache:
         self._clock = clock if clock is not None else FeedClock()
         # grows whenever the map changes (a load, applied events); unique to this cache
         self.generation = next(_caches_made) * _GENERATION_RANGE
+        self._moved: asyncio.Future[None] | None = None  # ``moved()``'s, done when generation next grows
         self.ready = asyncio.Event()
         self.failed: BaseException | None = None
         wait = WATCH_CACHE_LOCK_WAIT
@@ -457,12 +458,28 @@ class ResourceCache:
             if self.index is not None:
                 self.index.load(entries)
             self.generation += 1
+            self._tell_moved()
             self._revision = self.start_revision
             self._retain(self.start_revision)
         finally:
             self.lock.release_write()
         self.ready.set()
         self._resolve_waiters()
+
+    def moved(self) -> asyncio.Future[None]:
+        """A future done once ``generation`` next grows: for a follower that would otherwise
+        poll it (flow control's configuration). Shared by everyone who asks before then:
+        wait on it with ``asyncio.wait``, which leaves it as it is, never cancel it. A
+        cache that fails is replaced by a new one and never resolves it: wait with a
+        timeout."""
+        if self._moved is None:
+            self._moved = asyncio.get_running_loop().create_future()
+        return self._moved
+
+    def _tell_moved(self) -> None:
+        moved, self._moved = self._moved, None
+        if moved is not None and not moved.done():
+            moved.set_result(None)
 
     async def apply(self, events: Sequence[Event], revision: int, received: float) -> None:
         """Apply a batch, in chunks of ``apply_chunk`` events: each chunk's entries are
@@ -525,6 +542,8 @@ class ResourceCache:
                         del newest[key]
             self.window.extend(built)
             self.generation += len(built)
+            if self._moved is not None:
+                self._tell_moved()
             self._revision = max(self._revision, part[-1].kv.mod_revision)
             if built and time.perf_counter() - self._last_retained >= self.config.retain_interval:
                 self._retain(self._revision)

@@ -212,6 +212,43 @@ def test_classifications_are_kept_until_the_configuration_changes() -> None:
     assert again is not None and again.schema.name == "team"
 
 
+async def test_the_follower_waits_for_a_change_rather_than_polling() -> None:
+    """``follow`` reads the configuration when the caches' generation moves, and between
+    changes waits on their futures (``ResourceCache.moved``): it does not look again until
+    one is done, or its longest wait has passed."""
+    f = flow()
+    schemas, levels = bootstrap()
+    loop = asyncio.get_running_loop()
+    counts = {"generation": 1, "checks": 0, "reads": 0}
+    futures = [loop.create_future()]
+
+    def generation() -> int:
+        counts["checks"] += 1
+        return counts["generation"]
+
+    async def read() -> tuple[list[Obj], list[Obj]]:
+        counts["reads"] += 1
+        return schemas, levels
+
+    task = asyncio.create_task(f.follow(read, generation, lambda: futures[:], seen=0, longest=60))
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0)
+        assert counts["reads"] == 1 and f.configured
+        checks = counts["checks"]
+        await asyncio.sleep(0.3)
+        assert counts["checks"] == checks  # asleep: no timer woke it
+        counts["generation"] = 2
+        done, futures[0] = futures[0], loop.create_future()
+        done.set_result(None)
+        for _ in range(100):
+            await asyncio.sleep(0)
+        assert counts["reads"] == 2
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 def test_nominal_limits_are_upstreams_shares_of_the_server_limit() -> None:
     f = flow()
     # the bootstrap shares: exempt 0, catch-all 5, system 30, node-high 40, leader-election 10,

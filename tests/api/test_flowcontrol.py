@@ -4,6 +4,7 @@ condition and their table columns."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,18 @@ async def test_a_restart_restores_what_autoupdate_allows(tmp_path: Path) -> None
         back = await c.get(f"{SCHEMAS}/catch-all")
         assert back["spec"]["matchingPrecedence"] == 10000
         assert (await c.get(f"{LEVELS}/exempt"))["spec"]["exempt"]["nominalConcurrencyShares"] == 4
+
+
+async def test_the_configuration_follows_a_new_schema_at_once(tmp_path: Path) -> None:
+    """A FlowSchema created is in flow control's configuration within a fraction of a second:
+    its follower wakes on the watch cache's change (``ResourceCache.moved``), not a timer."""
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False, components=False))
+    async with app.router.lifespan_context(app), Client.in_process(app.state.front) as c:
+        await c.create(LEVELS, level("team-a", {"nominalConcurrencyShares": 5, "limitResponse": {"type": "Reject"}}))
+        started = time.monotonic()
+        await c.create(SCHEMAS, schema("team-a", "team-a", matchingPrecedence=500))
+
+        async def configured() -> bool:
+            return any(s.name == "team-a" for s in app.state.front.flow.schemas)
+        await until(configured, timeout=5)
+        assert time.monotonic() - started < 0.5

@@ -446,6 +446,37 @@ def test_a_node_set_back_from_unknown_without_a_heartbeat_is_overdue_at_once() -
     assert recorded == ["RegisteredNode"]  # once, when first seen
 
 
+async def test_the_zones_queues_are_tried_only_while_a_node_waits_in_one() -> None:
+    """The tainting loop wakes at upstream's eviction period only while a zone's queue holds a
+    node; with every queue empty it sleeps until a node joins one (an idle server's timers)."""
+    from types import SimpleNamespace
+
+    from controlplane.controllers import nodelifecycle
+    from controlplane.controllers.nodelifecycle import NodeLifecycleController
+
+    fake = SimpleNamespace(informer=lambda *a, **kw: SimpleNamespace(items={}))
+    fake.for_informers = lambda: fake
+    controller = NodeLifecycleController(fake)  # type: ignore[arg-type]
+    passes: list[int] = []
+
+    async def drain_once() -> None:
+        passes.append(sum(len(t.waiting) for t in controller.tainters.values()))
+        for t in controller.tainters.values():
+            t.waiting.clear()
+    controller._drain_once = drain_once  # type: ignore[method-assign]
+    task = asyncio.create_task(controller._drain_tainters())
+    try:
+        await asyncio.sleep(5 * nodelifecycle.TAINTER_PERIOD)
+        assert passes == []  # nothing waits: no pass
+        controller._tainter("").waiting["n"] = None  # as _write_taints queues a node
+        controller.tainters_waiting.set()
+        await asyncio.sleep(3 * nodelifecycle.TAINTER_PERIOD)
+        assert passes == [1]  # one pass gave it its taint; then asleep again
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_pod_bound_to_a_node_not_ready_is_marked_not_ready(tmp_path: Path) -> None:
     """Upstream's processPod: a pod that reports Ready, bound after its node went Unknown (a
     scheduler's binding raced the outage), is marked not Ready with NodeNotReady; a pod bound
