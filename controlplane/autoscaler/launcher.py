@@ -162,7 +162,8 @@ class Launcher:
         # (kind, object, reason, message, type): the termination's events, as Karpenter's terminator
         self.on_event: EventSink = on_event or (lambda kind, obj, reason, message, type_: None)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # claim name -> its launch or termination
-        # claim name -> what a launch waiting for its Node to turn Ready awaits (node_changed, a deletion)
+        # claim name -> what a launch waiting for its instance, or for its Node to turn Ready, awaits
+        # (the time, node_changed, a deletion)
         self._waiting: dict[str, asyncio.Future[None]] = {}
         self._failures: dict[str, int] = {}  # claim name -> its failed launches or terminations in a row
         self._stopped = False
@@ -252,7 +253,7 @@ class Launcher:
             option, offering = chosen
             claim = await self._mark_launched(claim, option, offering)
         latency = option.type.launch_latency_seconds * self.latency_scale
-        await asyncio.sleep(max(0.0, latency - (asyncio.get_running_loop().time() - started)))
+        await self._until(name, claim, started + latency)
         # (the informer's copy may not have the Launched write yet: registering from it would drop it)
         claim = _newer(self.state.nodeclaims.get(name), claim)
         if (claim.get("metadata") or {}).get("deletionTimestamp"):
@@ -260,6 +261,24 @@ class Launcher:
         claim = await self._register(claim, option)
         self.on_registered(claim, asyncio.get_running_loop().time() - started)
         await self._initialize(name, claim)
+
+    async def _until(self, name: str, claim: Obj, when: float) -> None:
+        """Wait until the loop's time ``when`` (the instance is up), or until the NodeClaim is
+        deleted (``reconcile`` wakes it): a claim deleted while it launches is terminated at
+        once, as Karpenter's, not once its launch latency is over."""
+        loop = asyncio.get_running_loop()
+        while loop.time() < when:
+            if (_newer(self.state.nodeclaims.get(name), claim).get("metadata") or {}).get("deletionTimestamp"):
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiting[name] = waiter
+            try:
+                await asyncio.wait_for(waiter, when - loop.time())
+            except TimeoutError:
+                return
+            finally:
+                if self._waiting.get(name) is waiter:
+                    del self._waiting[name]
 
     async def _fail_launch(self, claim: Obj, message: str) -> None:
         status = dict(claim.get("status") or {})

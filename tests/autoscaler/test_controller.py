@@ -16,6 +16,7 @@ import pytest
 from fastapi import FastAPI
 
 from controlplane.api.app import create_app
+from controlplane.autoscaler.catalog import Catalog
 from controlplane.autoscaler.controller import Autoscaler
 from controlplane.autoscaler.nodepool import HASH_ANNOTATION
 from controlplane.client import ApiError, Client, Informer, resource_path
@@ -900,6 +901,22 @@ async def test_a_nodeclaim_waiting_for_its_kubelet_can_be_deleted(client: Client
             return tainted and bool(p["metadata"].get("deletionTimestamp"))
 
         await wait_for(draining, timeout=10)
+
+
+async def test_a_nodeclaim_deleted_while_it_launches_is_gone_at_once(client: Client) -> None:
+    """As Karpenter's termination: the instance of a NodeClaim deleted before its Node registered
+    is terminated at once and the finalizer removed; the claim does not linger, Terminating, until
+    its launch latency (a minute for a GPU type) is over, nor is its Node created then."""
+    from dataclasses import replace
+
+    slow = Autoscaler(client, Catalog.of([replace(t, launch_latency_seconds=60.0) for t in FAST_TYPES]),
+                      batch_idle=0.2, batch_max=2.0, disruption_interval=0.2, status_interval=0.2)
+    async with _started(slow):
+        await client.create(POOLS, nodepool("cpu", consolidate_after="Never"))
+        await pending_pods(client, [pod("p", "1")])
+        claim = await wait_for(lambda: _first_claim(client, "Launched"), timeout=10)
+        await client.delete(f"{CLAIMS}/{claim['metadata']['name']}")
+        await wait_for(lambda: _all_gone(client), timeout=5)
 
 
 async def test_a_launch_that_fails_is_tried_again(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
