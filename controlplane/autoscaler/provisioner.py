@@ -27,6 +27,7 @@ nodes in one: ``one_domain`` pins them to one zone, and one rack of it.
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from .devices import TypeDevices
 from .labels import INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, may_be_undefined, rack_name
 from .nodepool import NodePoolView
 from .requirements import Requirement, Requirements, pod_requirement_terms, tolerates
-from .resources import Resources, add, fits, parse_resources, pod_requests
+from .resources import Resources, add, fits, format_quantity, parse_resources, pod_requests
 from .simulation import Fits, PodDemand, SimNode, resource_fit
 
 __all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose", "daemon_overhead", "daemon_requests",
@@ -136,8 +137,9 @@ class Plan:
     opened: dict[tuple[str, object], tuple[Requirements, list[Option]] | None] = field(default_factory=dict)
     # pod signature -> the keys whose minValues stopped a node opening for such a pod
     inflexible: dict[object, list[str]] = field(default_factory=dict)
-    # pod signature -> why a NodePool refused such a pod (a label it requires that no NodePool defines)
-    incompatible: dict[object, str] = field(default_factory=dict)
+    # pod signature -> NodePool name -> why that NodePool refused such a pod, in Karpenter's words
+    # (in the order the NodePools were tried: the pod's FailedScheduling message lists them all)
+    refused: dict[object, dict[str, str]] = field(default_factory=dict)
     # shared claim (namespace/name) -> the node, or new node, the first of its pods went to: the others follow
     homes: dict[str, SimNode | NewClaim] = field(default_factory=dict)
 
@@ -213,8 +215,9 @@ class Provisioner:
                 where = self._open(pod, pools, plan)
                 if where is None:
                     unmet = plan.inflexible.get(sig)
-                    plan.unschedulable[pod.key] = (min_values_message(unmet) if unmet else plan.incompatible.get(sig)
-                                                   or "no NodePool and instance type can hold the pod")
+                    refused = plan.refused.get(sig)
+                    plan.unschedulable[pod.key] = (min_values_message(unmet) if unmet else "; ".join(refused.values())
+                                                   if refused else "no NodePool and instance type can hold the pod")
                     continue
                 plan.claims.append(where)
             for c in pod.shared:
@@ -340,23 +343,32 @@ class Provisioner:
                     continue
                 reqs, options = opened
                 return NewClaim(pool, reqs, list(options), [pod], add(plan.overhead.get(pool.name, {}), pod.requests))
-            if not all(tolerates(pod.tolerations, t) for t in pool.taints
-                       if t.get("effect") in ("NoSchedule", "NoExecute")):
+            refused = plan.refused.setdefault(sig, {})
+            overhead = plan.overhead.get(pool.name, {})
+            why = f'incompatible with nodepool "{pool.name}", daemonset overhead={_resources_text(overhead)}, '
+            untolerated = [t for t in pool.taints if t.get("effect") in ("NoSchedule", "NoExecute")
+                           and not tolerates(pod.tolerations, t)]
+            if untolerated:
+                refused.setdefault(pool.name, why + "; ".join(f"did not tolerate taint (taint={_taint_text(t)})"
+                                                              for t in untolerated))
                 continue
             for term in pod.terms:
-                if not pool.requirements.intersects(term):
+                if (conflict := pool.requirements.conflict(term)) is not None:
+                    refused.setdefault(pool.name, f"{why}incompatible requirements, {conflict}")
                     continue
                 if (key := pool.requirements.undefined(term, may_be_undefined)) is not None:
-                    plan.incompatible.setdefault(
-                        sig, f'incompatible with nodepool "{pool.name}", label "{key}" does not have known values')
+                    refused.setdefault(pool.name,
+                                       f'{why}incompatible requirements, label "{key}" does not have known values')
                     continue
                 reqs = pool.requirements.intersect(term)
-                claim = NewClaim(pool, reqs, list(self.catalog), requested=dict(plan.overhead.get(pool.name, {})))
+                claim = NewClaim(pool, reqs, list(self.catalog), requested=dict(overhead))
                 room = self._room(pool, plan, None)
                 options = self._narrow(pod, claim, reqs, room)
                 if options and (unmet := min_values_unmet(options, reqs)):
                     plan.inflexible[sig] = unmet
                     options = []
+                elif not options:
+                    refused.setdefault(pool.name, self._no_type(pod, claim, reqs, room, why))
                 if options:
                     claim.options = options
                     claim.pods.append(pod)
@@ -366,6 +378,33 @@ class Provisioner:
                     return claim
             plan.opened[(pool.name, sig)] = None
         return None
+
+    def _no_type(self, pod: PodDemand, claim: NewClaim, reqs: Requirements, room: Resources | None,
+                 why: str) -> str:
+        """Why no instance type of ``claim``'s NodePool holds ``pod``, as Karpenter says it: its
+        limits, or which of the requirements, the requests (with the DaemonSets') and the
+        offerings no type met."""
+        if room is not None and self._narrow(pod, claim, reqs, None):
+            return f'all available instance types exceed limits for nodepool "{claim.pool.name}"'
+        requests = add(claim.requested, pod.requests)
+        met = any(o.requirements.intersects(reqs) for o in claim.options)
+        big = any(fits(requests, o.allocatable) for o in claim.options)
+        offered = any(o.cheapest(reqs) is not None for o in claim.options)
+        missing = [what for what, ok in (("met the scheduling requirements", met), ("had enough resources", big),
+                                         ("had a required offering", offered)) if not ok]
+        if len(missing) > 1:
+            text = f"no instance type {' or '.join(missing)}"
+        elif not met:
+            text = "no instance type met all requirements"
+        elif not big:
+            text = "no instance type has enough resources"
+        elif not offered:
+            text = "no instance type has the required offering"
+        elif pod.claims:  # (not Karpenter's: the DRA allocator found no type's devices enough)
+            text = "no instance type has devices that satisfy the pod's resource claims"
+        else:  # each alone met by some type, never all three by one
+            text = "no instance type met the requirements/resources/offering tuple"
+        return f"{why}{text}, requirements={reqs.describe()}, resources={_resources_text(requests)}"
 
     def _reserve(self, claim: NewClaim) -> Resources:
         if claim.pool.limits is None:
@@ -379,6 +418,18 @@ class Provisioner:
         used = add(plan.usage.get(pool.name, {}),
                    *(c.reserve for c in plan.claims if c.pool.name == pool.name and c is not claim))
         return {k: limit - used.get(k, 0) for k, limit in pool.limits.items()}
+
+
+def _resources_text(r: Mapping[str, int]) -> str:
+    """Resources as Karpenter's messages print them: JSON of their quantities, by name."""
+    return json.dumps({k: format_quantity(k, v) for k, v in sorted(r.items()) if not k.startswith("devices/")},
+                      separators=(",", ":"))
+
+
+def _taint_text(t: Mapping[str, Any]) -> str:
+    """``key=value:Effect`` (``key:Effect`` without a value), as Karpenter prints a taint."""
+    value = t.get("value")
+    return f"{t.get('key')}{'=' + str(value) if value else ''}:{t.get('effect')}"
 
 
 def _name(where: SimNode | NewClaim) -> str:

@@ -127,6 +127,32 @@ class Requirement:
         return next((str(n) for n in range(low, min(high, low + len(self.values) + 1))
                      if str(n) not in self.values), None)
 
+    def describe(self) -> str:
+        """It as Karpenter's messages print a requirement (``Requirement.String``)::
+
+            topology.kubernetes.io/zone NotIn [zone-c]
+            karpenter.kwok.sh/instance-cpu Exists >2 minValues 3
+        """
+        if self.complement and self.values:
+            op = "NotIn"
+        elif self.complement:
+            op = "Exists"
+        else:
+            op = "In" if self.values else "DoesNotExist"
+        text = f"{self.key} {op}"
+        if op in ("In", "NotIn"):
+            values = sorted(self.values)
+            if len(values) > 5:
+                values = [*values[:5], f"and {len(values) - 5} others"]
+            text += f" [{' '.join(values)}]"
+        if self.gt is not None:
+            text += f" >{self.gt}"
+        if self.lt is not None:
+            text += f" <{self.lt}"
+        if self.min_values is not None:
+            text += f" minValues {self.min_values}"
+        return text
+
     def exprs(self) -> list[dict[str, Any]]:
         """It as node selector requirements: several when one cannot say it (``NotIn`` and bounds);
         ``minValues`` on the first."""
@@ -227,6 +253,20 @@ class Requirements(Mapping[str, Requirement]):
                     mine.allows_absent and theirs.allows_absent):
                 return False
         return True
+
+    def conflict(self, other: Requirements) -> str | None:
+        """Why ``intersects(other)`` is false, in Karpenter's words (``key K, <other's> not in
+        <these>``); None if it is true."""
+        for key, theirs in other._by_key.items():
+            mine = self._by_key.get(key)
+            if mine is not None and not mine.intersect(theirs).any() and not (
+                    mine.allows_absent and theirs.allows_absent):
+                return f"key {key}, {theirs.describe()} not in {mine.describe()}"
+        return None
+
+    def describe(self) -> str:
+        """These requirements as Karpenter's messages print them: each ``describe``d, sorted."""
+        return ", ".join(sorted(r.describe() for r in self._by_key.values()))
 
     def undefined(self, other: Requirements, allowed: Callable[[str], bool]) -> str | None:
         """The first key ``other`` needs a value of (not ``NotIn``/``DoesNotExist``) that these

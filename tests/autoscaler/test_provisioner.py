@@ -317,7 +317,8 @@ def test_a_label_no_nodepool_defines_has_no_known_values() -> None:
     team = pod("a", "1", nodeSelector={"example.com/team": "a"})
     plan = Provisioner(CATALOG).plan(demands(team), [], [pool()])
     assert launched(plan) == [] and plan.unschedulable == {
-        "default/a": 'incompatible with nodepool "default", label "example.com/team" does not have known values'}
+        "default/a": 'incompatible with nodepool "default", daemonset overhead={}, incompatible requirements, '
+                     'label "example.com/team" does not have known values'}
     worker = pod("w", "1", nodeSelector={"node-role.kubernetes.io/worker": ""})
     assert launched(Provisioner(CATALOG).plan(demands(worker), [], [pool()])) == []
     # defined by the NodePool's requirements, or its template labels: provisioned
@@ -366,3 +367,37 @@ def test_daemonset_overhead_is_held_on_new_nodes() -> None:
     assert launched(plan) == ["medium"]  # ...not with the agents' beside it
     assert plan.claims[0].requested["cpu"] == 3000 and plan.claims[0].requested["pods"] == 4000
     assert daemon_overhead([], [pool()]) == {}
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_a_pod_no_nodepool_takes_is_told_each_nodepools_reason() -> None:
+    """As Karpenter's FailedScheduling message: each NodePool tried, heaviest first, says why it
+    refused the pod, in Karpenter's words ("; " between them), which users grep their events for."""
+    gpu = pool("gpu", weight=10, template={"taints": [{"key": "nvidia.com/gpu", "value": "true",
+                                                       "effect": "NoSchedule"}]})
+    zonal = pool("zonal", requirements=[{"key": ZONE, "operator": "NotIn", "values": ["zone-c"]}])
+    plan = Provisioner(CATALOG).plan(demands(pod("zc", "1", nodeSelector={ZONE: "zone-c"})), [], [zonal, gpu])
+    assert plan.unschedulable == {"default/zc": (
+        'incompatible with nodepool "gpu", daemonset overhead={}, '
+        "did not tolerate taint (taint=nvidia.com/gpu=true:NoSchedule); "
+        'incompatible with nodepool "zonal", daemonset overhead={}, incompatible requirements, '
+        f"key {ZONE}, {ZONE} In [zone-c] not in {ZONE} NotIn [zone-c]")}
+
+
+def test_a_pod_beyond_a_nodepools_limits_or_every_type_is_told_so() -> None:
+    capped = pool("capped", limits={"cpu": "4"})
+    plan = Provisioner(CATALOG).plan(demands(pod("six", "6")), [], [capped])
+    assert plan.unschedulable == {"default/six": 'all available instance types exceed limits for nodepool "capped"'}
+    # no type is that large: the requirements and the requests it was judged on are named
+    plan = Provisioner(CATALOG).plan(demands(pod("huge", "1000")), [], [pool()], overhead={"default": {"cpu": 500}})
+    why = plan.unschedulable["default/huge"]
+    assert why.startswith('incompatible with nodepool "default", daemonset overhead={"cpu":"500m"}, '
+                          "no instance type has enough resources, requirements=karpenter.sh/capacity-type In "
+                          "[on-demand], karpenter.sh/nodepool In [default], resources=")
+    assert '"cpu":"1000500m"' in why
+    # an arm64 pod, where every type is amd64, and too large: both said
+    arm = pod("arm", "1000", nodeSelector={"kubernetes.io/arch": "arm64"})
+    why = Provisioner(CATALOG).plan(demands(arm), [], [pool()]).unschedulable["default/arm"]
+    assert "no instance type met the scheduling requirements or had enough resources, requirements=" in why

@@ -267,3 +267,18 @@ def test_gte_zero_is_written_as_the_crds_take_it() -> None:
     assert r.to_api() == [{"key": "gen", "operator": "Gte", "values": ["0"]}]
     assert Requirements.parse(r.to_api()) == r
     assert [v for v in ("-1", "0", "7") if r["gen"].allows(v)] == ["0", "7"]
+
+
+def test_requirements_are_described_as_karpenters_messages_print_them() -> None:
+    reqs = Requirements.parse([
+        {"key": "karpenter.kwok.sh/instance-cpu", "operator": "Gt", "values": ["2"], "minValues": 3},
+        {"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["zone-c"]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [f"t{i}" for i in range(7)]},
+        {"key": "example.com/gpu", "operator": "DoesNotExist"}])
+    assert reqs.describe() == (
+        "example.com/gpu DoesNotExist, karpenter.kwok.sh/instance-cpu Exists >2 minValues 3, "
+        "node.kubernetes.io/instance-type In [t0 t1 t2 t3 t4 and 2 others], topology.kubernetes.io/zone NotIn [zone-c]")
+    pod = Requirements.parse([{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-c"]}])
+    assert reqs.conflict(pod) == ("key topology.kubernetes.io/zone, topology.kubernetes.io/zone In [zone-c] "
+                                  "not in topology.kubernetes.io/zone NotIn [zone-c]")
+    assert reqs.conflict(Requirements()) is None and not reqs.intersects(pod)
