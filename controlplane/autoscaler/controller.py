@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -388,7 +389,8 @@ class Autoscaler:
 
     async def provision(self) -> Plan | None:
         """One provisioning pass over the pods pending now and those of the nodes being disrupted."""
-        pools = self.pools()
+        # a static NodePool (replicas) launches nothing for pending pods: it keeps its count (_keep_replicas)
+        pools = {name: p for name, p in self.pools().items() if p.replicas is None}
         st = self.state
         if not pools:
             return None
@@ -571,6 +573,7 @@ class Autoscaler:
         pools = self.pools()
         if not pools:
             return []
+        await self._keep_replicas(pools)
         for name in list(self.deleting):
             claim = st.nodeclaims.get(name)
             if claim is None or (claim.get("metadata") or {}).get("deletionTimestamp"):
@@ -593,6 +596,49 @@ class Autoscaler:
             else:
                 await self._delete_claim(d.claim)
         return decisions
+
+    async def _keep_replicas(self, pools: Mapping[str, NodePoolView]) -> None:
+        """Karpenter's static capacity: each NodePool with ``replicas`` keeps that many NodeClaims
+        (those being deleted, or replaced, not counted; their replacements are), launched for no
+        pod, within ``limits.nodes`` (every NodeClaim of the NodePool counted); the surplus goes,
+        those still launching first, then those with the fewest pods, the newest first. Neither
+        way waits for a disruption budget; the drain honours the pods' PodDisruptionBudgets."""
+        st = self.state
+        for pool in pools.values():
+            if pool.replicas is None:
+                continue
+            claims = st.claims_of_pool(pool.name)
+            active = [c for c in claims if not (c.get("metadata") or {}).get("deletionTimestamp")
+                      and key(c) not in self.deleting and key(c) not in self.replacing]
+            if len(active) < pool.replicas:
+                wanted = pool.replicas - len(active)
+                if pool.limits is not None and "nodes" in pool.limits:
+                    wanted = min(wanted, pool.limits["nodes"] // 1000 - len(claims))
+                if wanted <= 0:
+                    continue
+                overhead = daemon_overhead(st.daemonsets.values(), [pool]).get(pool.name)
+                claim = self.provisioner.static_claim(pool, overhead)
+                if claim is None:
+                    self._event("NodePool", pool.obj, "NoCompatibleInstanceTypes",
+                                "NodePool requirements filtered out all compatible available instance types",
+                                "Warning")
+                    continue
+                log.info("static nodepool %s: %d of %d replicas, launching %d", pool.name, len(active),
+                         pool.replicas, wanted)
+                started = time.monotonic()
+                for _ in range(wanted):
+                    await self._create_claim(dataclasses.replace(claim, pods=[]), started)
+            elif len(active) > pool.replicas:
+                def cost(c: Obj) -> tuple[bool, int, float]:
+                    node = (c.get("status") or {}).get("nodeName") or ""
+                    created = _timestamp((c.get("metadata") or {}).get("creationTimestamp")) or 0.0
+                    return (_ready(c), sum(1 for _ in st.pods_of(node)) if node else 0, -created)
+
+                surplus = sorted(active, key=cost)[:len(active) - pool.replicas]
+                log.info("static nodepool %s: %d of %d replicas, deleting %s", pool.name, len(active),
+                         pool.replicas, ", ".join(key(c) for c in surplus))
+                for c in surplus:
+                    await self._delete_claim(key(c))
 
     async def _expire(self) -> None:
         """Delete the NodeClaims older than their ``expireAfter`` (``Never``: never), as

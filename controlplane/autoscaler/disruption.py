@@ -150,6 +150,8 @@ class Disruption:
             if not candidates:
                 continue
             for reason in REASONS:
+                if pool.replicas is not None and reason != "Drifted":
+                    continue  # a static NodePool's nodes are never consolidated
                 budget = allowed(pool.budgets, len(counted), reason, now) - disrupting
                 if budget <= 0:
                     continue
@@ -233,8 +235,12 @@ class Disruption:
         if reason == "Drifted":
             if drift_reason(claim, pool) is None:
                 return None
-            return self._move(reason, claim, node_name, pool, pods, excluded, list(pools.values()),
-                              cheaper_than=None)
+            if pool.replicas is not None:
+                # a static NodePool's node is replaced by one of its own, whatever its pods need
+                replacement = self.provisioner.static_claim(pool, self._overhead.get(pool.name))
+                return Decision(key(claim), node_name, pool.name, reason, [replacement]) if replacement else None
+            return self._move(reason, claim, node_name, pool, pods, excluded,
+                              [p for p in pools.values() if p.replicas is None], cheaper_than=None)
         if not self.consolidatable(node_name, pool):
             return None
         if reason == "Empty":

@@ -71,6 +71,8 @@ class NodePoolView:
     budgets: tuple[Obj, ...]
     hash: str
     node_class_ref: Obj
+    # Karpenter's static capacity (``spec.replicas``): the nodes it keeps whatever the pods; None: dynamic
+    replicas: int | None = None
 
     @classmethod
     def parse(cls, obj: Obj) -> NodePoolView:
@@ -95,4 +97,5 @@ class NodePoolView:
             budgets=tuple(disruption.get("budgets") or ({"nodes": "10%"},)),
             hash=template_hash(obj),
             node_class_ref=dict(tspec.get("nodeClassRef") or {}),
+            replicas=int(spec["replicas"]) if spec.get("replicas") is not None else None,
         )

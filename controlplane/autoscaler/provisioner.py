@@ -234,6 +234,18 @@ class Provisioner:
             plan.claims = kept
         return plan
 
+    def static_claim(self, pool: NodePoolView, overhead: Resources | None = None) -> NewClaim | None:
+        """A node of a static NodePool (``replicas``), launched for no pod: the instance types its
+        requirements allow that have an offering and hold its DaemonSets' pods; None if none does."""
+        requested = dict(overhead or {})
+        options = [o for o in self.catalog if o.requirements.intersects(pool.requirements)
+                   and o.cheapest(pool.requirements.intersect(o.requirements)) is not None
+                   and fits(requested, o.allocatable)]
+        if not options:
+            return None
+        claim = NewClaim(pool, pool.requirements, options, requested=requested)
+        return claim if cheapest(claim.options, claim.requirements) is not None else None
+
     def _onto_home(self, pod: PodDemand, plan: Plan) -> None:
         """Place a pod where a claim it shares went with an earlier pod (the scheduler puts it
         where the claim is allocated), asking only for its other claims; else it is unschedulable."""

@@ -230,6 +230,57 @@ async def test_static_nodepools_and_nodeclaim_specs_as_karpenters_rules(client: 
     assert e.value.code == 422 and "spec is immutable" in str(e.value.message)
 
 
+async def _claims_of(client: Client, pool: str, n: int) -> list[dict[str, Any]] | None:
+    """The NodePool's NodeClaims not being deleted, once there are exactly ``n``, each with its Node."""
+    claims = [c for c in await items(client, CLAIMS) if c["metadata"]["labels"].get("karpenter.sh/nodepool") == pool
+              and not c["metadata"].get("deletionTimestamp")]
+    nodes = {n["metadata"]["name"] for n in await items(client, NODES)}
+    return claims if len(claims) == n and all(c.get("status", {}).get("nodeName") in nodes for c in claims) else None
+
+
+async def test_a_static_nodepool_keeps_its_replicas(client: Client, scaler: Autoscaler) -> None:
+    """Karpenter's static capacity: a NodePool with ``replicas`` keeps that many nodes whatever
+    the pods (``kubectl scale nodepool`` changes it), within ``limits.nodes``; its nodes are never
+    consolidated, even empty, and pending pods get no node from it."""
+    static = nodepool("static", consolidate_after="0s")  # dynamic, its empty nodes would go at once
+    static["spec"]["replicas"] = 2
+    static["spec"]["template"]["spec"]["requirements"] = [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["cpu-small"]}]
+    await client.create(POOLS, static)
+    await wait_for(lambda: _claims_of(client, "static", 2), timeout=10)
+    await client.patch(f"{POOLS}/static/scale", {"spec": {"replicas": 3}})
+    await wait_for(lambda: _claims_of(client, "static", 3), timeout=10)
+    await client.patch(f"{POOLS}/static/scale", {"spec": {"replicas": 1}})
+    await wait_for(lambda: _claims_of(client, "static", 1), timeout=10)
+    await client.patch(f"{POOLS}/static", {"spec": {"replicas": 4, "limits": {"nodes": "2"}}})
+    await wait_for(lambda: _claims_of(client, "static", 2), timeout=10)
+    # its nodes are ordinary nodes to the scheduler; a pod none holds gets no node from the NodePool
+    await pending_pods(client, [pod("p", "1")])
+    await wait_for(lambda: _running(client, 1), timeout=10)
+    await pending_pods(client, [pod("big", "20")])
+    await wait_for(lambda: _events(client, "big", "FailedScheduling"), timeout=10)
+    await asyncio.sleep(1.0)  # five disruption passes: the empty static node stays, nothing is added
+    assert await _claims_of(client, "static", 2)
+    pool = await client.get(f"{POOLS}/static")
+    assert pool["status"]["nodes"] == 2
+
+
+async def test_a_drifted_static_node_is_replaced_by_one_of_its_nodepool(client: Client, scaler: Autoscaler) -> None:
+    static = nodepool("static", budgets=[{"nodes": "100%"}])
+    static["spec"]["replicas"] = 1
+    await client.create(POOLS, static)
+    (old,) = await wait_for(lambda: _claims_of(client, "static", 1), timeout=10)
+    await client.patch(f"{POOLS}/static", {"spec": {"template": {"metadata": {"labels": {"team": "b"}}}}})
+
+    async def replaced() -> bool:
+        claims = await _claims_of(client, "static", 1)
+        return bool(claims) and claims[0]["metadata"]["name"] != old["metadata"]["name"] and \
+            claims[0]["metadata"]["labels"].get("team") == "b" and \
+            not any(c["metadata"]["name"] == old["metadata"]["name"] for c in await items(client, CLAIMS))
+
+    await wait_for(replaced, timeout=15)
+
+
 async def test_scale_from_zero_for_dra_gpu_pods(client: Client, scaler: Autoscaler) -> None:
     await create_dra_objects(client)
     eight = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["gpu-8x"]}]
