@@ -182,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an instance-type catalog (YAML/JSON) replacing the built-in one")
     serve.add_argument("--stages", type=Path, action="append", default=[], metavar="FILE",
                        help="KWOK Stage YAML replacing the simulated nodes' built-in stages; repeat it for several "
-                            "files, as KWOK's --config (as controlplane nodes --stages)")
+                            "files, as KWOK's --config (as controlplane nodes --stages); a directory is read as "
+                            "KWOK reads one, as a kustomization (its resources), e.g. KWOK's kustomize/stage/fast")
     serve.add_argument("--enable-crds", action="append", default=[], metavar="CRD",
                        help="as KWOK's (and controlplane nodes'): Stage runs the node simulator with the stages "
                             "of the Stage objects (kwok.x-k8s.io/v1alpha1) stored in this server, following their "
@@ -440,10 +441,10 @@ def _checked_stages(parser: argparse.ArgumentParser, files: list[Path]) -> tuple
     """``--stages`` files, read once here so that a missing file or a stage the simulator
     cannot run stops ``serve`` at once, not its node simulator later in the background."""
     if files:
-        from .nodes.stages import StageError, load_stages
+        from .nodes.stages import StageError, load_stages, read_stage_files
 
         try:
-            load_stages("\n---\n".join(f.read_text() for f in files))
+            load_stages(read_stage_files(files))
         except (OSError, StageError) as e:
             parser.error(f"--stages: {e}")
     return tuple(files)

@@ -61,7 +61,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--count", type=int, default=0, help="nodes to create at start (default: %(default)s)")
     p.add_argument("--stages", type=Path, action="append", default=None, metavar="FILE",
                    help="KWOK Stage YAML (multi-document) replacing the built-in stages; repeat it for "
-                        "several files, as KWOK's --config")
+                        "several files, as KWOK's --config; a directory is read as a kustomization (its "
+                        "resources), as KWOK's --config reads one")
     p.add_argument("--enable-crds", action="append", default=None, metavar="CRD",
                    help="as KWOK's: Stage takes the stages from the Stage objects (kwok.x-k8s.io/v1alpha1) "
                         "stored in the API server, following their changes, and installs their CRD if it "
@@ -189,10 +190,10 @@ async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) 
         from .config import SimConfig
         from .instancetypes import DEFAULT_CATALOG, created_node_type, load_catalog
         from .simulator import NodeSimulator
-        from .stages import StageError, load_stages
+        from .stages import StageError, load_stages, read_stage_files
 
         try:
-            stages = load_stages("\n---\n".join(f.read_text() for f in args.stages)) if args.stages else None
+            stages = load_stages(read_stage_files(args.stages)) if args.stages else None
             catalog = load_catalog(args.instance_types) if args.instance_types else DEFAULT_CATALOG
             sim = NodeSimulator(client, SimConfig(
                 count=args.count, stages=stages, stages_from_api="Stage" in args.enable_crds,

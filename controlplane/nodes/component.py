@@ -35,11 +35,11 @@ async def start(client: Client, config: Config) -> None:
     from .config import SimConfig
     from .instancetypes import DEFAULT_CATALOG, created_node_type, load_catalog
     from .simulator import NodeSimulator
-    from .stages import load_stages
+    from .stages import load_stages, read_stage_files
 
     catalog_file = getattr(config, "instance_types", None)  # --instance-types, where serve has it
     catalog = load_catalog(catalog_file) if catalog_file else DEFAULT_CATALOG
-    stages = load_stages("\n---\n".join(f.read_text() for f in config.stages)) if config.stages else None
+    stages = load_stages(read_stage_files(config.stages)) if config.stages else None
     # (with --nodes 0, as for the autoscaler's own nodes, the type is not used, but must be in the catalog)
     instance_type = created_node_type(catalog)
     sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages, stages_from_api=from_api,

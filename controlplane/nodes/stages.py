@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -49,7 +50,7 @@ from .gotemplate import BUILTINS, Template, TemplateError
 from .jqpath import Jq, JqError
 
 __all__ = ["KWOK_FUNCTIONS", "Delay", "Next", "Selector", "Stage", "StageError", "StageSet", "default_stages",
-           "load_stages", "parse_duration", "stage_from_object"]
+           "load_stages", "parse_duration", "read_stage_files", "stage_from_object"]
 
 API_VERSION = "kwok.x-k8s.io/v1alpha1"
 log = logging.getLogger(__name__)
@@ -393,6 +394,37 @@ def load_stages(text: str) -> list[Stage]:
     if not out:
         raise StageError("no stages found")
     return out
+
+
+_KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+_KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "metadata", "resources"}
+
+
+def read_stage_files(paths: Iterable[Path]) -> str:
+    """The text of ``--stages`` paths, as KWOK's ``--config`` reads them: a file as it is; a
+    directory as a kustomization (KWOK builds it with kustomize), of which only ``resources`` is
+    read, in order: files, and directories that are kustomizations themselves (KWOK's own
+    ``kustomize/stage/fast`` names ``../node/fast``, ``../pod/fast``). Any other kustomize field
+    (``patches``, ``namePrefix``...) is refused by name."""
+    return "\n---\n".join(_read_resource(Path(p), ()) for p in paths)
+
+
+def _read_resource(path: Path, seen: tuple[Path, ...]) -> str:
+    if not path.is_dir():
+        return path.read_text()
+    found = next((path / n for n in _KUSTOMIZATIONS if (path / n).is_file()), None)
+    if found is None:
+        raise StageError(f"{path}: a directory of stages must be a kustomization: no kustomization.yaml in it")
+    if found.resolve() in seen:
+        raise StageError(f"{found}: a kustomization that includes itself")
+    try:
+        doc = yaml.load(found.read_text(), Loader=_Loader) or {}
+    except yaml.YAMLError as e:
+        raise StageError(f"{found}: not valid YAML: {e}") from e
+    if not isinstance(doc, dict):
+        raise StageError(f"{found}: not a kustomization")
+    _unsupported(str(found), doc, _KUSTOMIZATION_FIELDS)
+    return "\n---\n".join(_read_resource(path / str(r), (*seen, found.resolve())) for r in doc.get("resources") or ())
 
 
 def default_stages(job_seconds: float = 1.0) -> list[Stage]:

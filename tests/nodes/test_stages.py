@@ -7,6 +7,7 @@ import collections
 import dataclasses
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +17,14 @@ import yaml
 from controlplane.client import ApiError, Client
 from controlplane.nodes.allocated import pod_allocation
 from controlplane.nodes.simulator import _quote, _yaml
-from controlplane.nodes.stages import StageError, StageSet, default_stages, load_stages, parse_duration
+from controlplane.nodes.stages import (
+    StageError,
+    StageSet,
+    default_stages,
+    load_stages,
+    parse_duration,
+    read_stage_files,
+)
 from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
 
 
@@ -700,3 +708,27 @@ def test_kwok_configuration_beside_the_stages_is_skipped() -> None:
 def test_unsupported_stages_are_rejected_by_name(text: str, message: str) -> None:
     with pytest.raises(StageError, match=message):
         load_stages(text)
+
+
+def test_a_kustomization_directory_is_read_as_kwoks_config_reads_it(tmp_path: Path) -> None:
+    """KWOK's ``--config DIR`` builds DIR as a kustomization: its ``resources`` (files, and
+    directories that are kustomizations themselves) in order, e.g. KWOK's own
+    ``kustomize/stage/fast`` (``../node/fast``, ``../node/heartbeat-with-lease``, ``../pod/fast``)."""
+    for d, names in (("node/fast", ["node-initialize"]), ("pod/fast", ["pod-ready", "pod-delete"])):
+        (tmp_path / d).mkdir(parents=True)
+        for n in names:
+            (tmp_path / d / f"{n}.yaml").write_text(_stage(n))
+        (tmp_path / d / "kustomization.yml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
+            + "".join(f"- {n}.yaml\n" for n in names))
+    (tmp_path / "fast").mkdir()
+    (tmp_path / "fast" / "kustomization.yaml").write_text("resources:\n- ../node/fast\n- ../pod/fast\n")
+    (tmp_path / "extra.yaml").write_text(_stage("pod-complete"))
+    text = read_stage_files([tmp_path / "fast", tmp_path / "extra.yaml"])
+    assert [s.name for s in load_stages(text)] == ["node-initialize", "pod-ready", "pod-delete", "pod-complete"]
+    # what this reader does not do is refused by name, as a directory that is no kustomization
+    (tmp_path / "fast" / "kustomization.yaml").write_text("resources: [../node/fast]\npatches: []\n")
+    with pytest.raises(StageError, match=r"kustomization\.yaml: unsupported field\(s\) patches"):
+        read_stage_files([tmp_path / "fast"])
+    with pytest.raises(StageError, match=r"no kustomization\.yaml"):
+        read_stage_files([tmp_path])
