@@ -469,6 +469,9 @@ class Autoscaler:
         for claim, node, why in self.disruption.blocked:
             self._event("Node", node, "DisruptionBlocked", why)
             self._event("NodeClaim", claim, "DisruptionBlocked", why)
+        for pool, reason in self.disruption.pools_blocked:  # (a budget can change every minute)
+            self._event("NodePool", pool.obj, "DisruptionBlocked",
+                        f"No allowed disruptions for disruption reason {reason} due to blocking budget", dedupe=60.0)
         for d in decisions:
             disrupted, owner = st.nodes.get(d.node), st.nodeclaims.get(d.claim)
             if disrupted is not None:

@@ -110,6 +110,8 @@ class Disruption:
         self._busy: Mapping[str, str] = {}  # the NodeClaims being replaced, this pass
         # (claim, node, why) of the last pass's candidates that something kept from disruption
         self.blocked: list[tuple[Obj, Obj, str]] = []
+        # (NodePool, reason) of the last pass whose budgets allow no disruption for that reason
+        self.pools_blocked: list[tuple[NodePoolView, str]] = []
 
     def decide(self, pools: Mapping[str, NodePoolView], busy: Mapping[str, str],
                now: datetime | None = None) -> list[Decision]:
@@ -123,6 +125,7 @@ class Disruption:
         self._usage_cache = {}
         self._overhead = daemon_overhead(st.daemonsets.values(), pools.values())
         self.blocked = []
+        self.pools_blocked = []
         self._unmovable = {k: v for k, v in self._unmovable.items() if k in st.nodeclaims}
         for pool in sorted(pools.values(), key=lambda p: p.name):
             claims = st.claims_of_pool(pool.name)
@@ -135,6 +138,9 @@ class Disruption:
             disrupting = sum(1 for c in counted if (c.get("metadata") or {}).get("deletionTimestamp")
                              or key(c) in busy or not _node_ready(st.nodes.get((c.get("status") or {})
                                                                                 .get("nodeName") or "")))
+            if counted:  # as Karpenter's BuildDisruptionBudgetMapping: said of a NodePool with nodes
+                self.pools_blocked.extend((pool, reason) for reason in REASONS
+                                          if allowed(pool.budgets, len(counted), reason, now) == 0)
             # (claim, node, why its pods block a graceful disruption, or None)
             candidates: list[tuple[Obj, Obj, str | None]] = []
             for c in claims:

@@ -274,9 +274,11 @@ async def test_a_drifted_static_node_is_replaced_by_one_of_its_nodepool(client: 
 
     async def replaced() -> bool:
         claims = await _claims_of(client, "static", 1)
-        return bool(claims) and claims[0]["metadata"]["name"] != old["metadata"]["name"] and \
-            claims[0]["metadata"]["labels"].get("team") == "b" and \
-            not any(c["metadata"]["name"] == old["metadata"]["name"] for c in await items(client, CLAIMS))
+        if not claims:
+            return False
+        (new,) = claims
+        return new["metadata"]["name"] != old["metadata"]["name"] and new["metadata"]["labels"].get("team") == "b" \
+            and not any(c["metadata"]["name"] == old["metadata"]["name"] for c in await items(client, CLAIMS))
 
     await wait_for(replaced, timeout=15)
 
@@ -392,6 +394,24 @@ async def test_empty_nodes_are_consolidated_within_the_budget(client: Client, sc
     await asyncio.gather(task, return_exceptions=True)
     assert most[0] == 1  # the budget: one node at a time
 
+
+async def test_a_budget_that_allows_nothing_is_reported_on_the_nodepool(client: Client, scaler: Autoscaler) -> None:
+    """Karpenter's DisruptionBlocked event on the NodePool, what users look for when nothing is
+    consolidated: for each reason a budget allows no disruption of (a NodePool with nodes)."""
+    await client.create(POOLS, nodepool("cpu", consolidate_after="1s", budgets=[
+        {"nodes": "0", "reasons": ["Empty"]}, {"nodes": "0%", "reasons": ["Drifted"]}]))
+    await pending_pods(client, [pod("p", "1")])
+    await wait_for(lambda: _running(client, 1), timeout=15)
+    await client.delete(f"{PODS}/p", gracePeriodSeconds=0)
+
+    async def blocked() -> list[str] | None:
+        got = sorted(await _events(client, "cpu", "DisruptionBlocked", "NodePool"))
+        return got if len(got) >= 2 else None
+
+    assert await wait_for(blocked, timeout=10) == [
+        "No allowed disruptions for disruption reason Drifted due to blocking budget",
+        "No allowed disruptions for disruption reason Empty due to blocking budget"]
+    assert len(await items(client, CLAIMS)) == 1  # the empty node stays
 
 async def test_deleting_a_nodepool_deletes_its_nodeclaims_and_nodes(client: Client, scaler: Autoscaler) -> None:
     # NodeClaims are owned by their NodePool: the garbage collector deletes them with it (Karpenter
