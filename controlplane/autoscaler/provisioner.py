@@ -396,6 +396,8 @@ class Provisioner:
         """Why no instance type of ``claim``'s NodePool holds ``pod``, as Karpenter says it: its
         limits, or which of the requirements, the requests (with the DaemonSets') and the
         offerings no type met."""
+        if room is not None and room.get("nodes", 1) <= 0:
+            return f'node limits have been exhausted for nodepool "{claim.pool.name}"'
         if room is not None and self._narrow(pod, claim, reqs, None):
             return f'all available instance types exceed limits for nodepool "{claim.pool.name}"'
         requests = add(claim.requested, pod.requests)

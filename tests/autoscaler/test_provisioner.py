@@ -390,6 +390,9 @@ def test_a_pod_beyond_a_nodepools_limits_or_every_type_is_told_so() -> None:
     capped = pool("capped", limits={"cpu": "4"})
     plan = Provisioner(CATALOG).plan(demands(pod("six", "6")), [], [capped])
     assert plan.unschedulable == {"default/six": 'all available instance types exceed limits for nodepool "capped"'}
+    one = pool("one", limits={"nodes": "1"})
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1")), [], [one], usage={"one": {"nodes": 1000}})
+    assert plan.unschedulable == {"default/a": 'node limits have been exhausted for nodepool "one"'}
     # no type is that large: the requirements and the requests it was judged on are named
     plan = Provisioner(CATALOG).plan(demands(pod("huge", "1000")), [], [pool()], overhead={"default": {"cpu": 500}})
     why = plan.unschedulable["default/huge"]
