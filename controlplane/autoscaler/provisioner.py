@@ -27,12 +27,14 @@ nodes in one: ``one_domain`` pins them to one zone, and one rack of it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..selectormatch import match_label_selector
 from .catalog import Catalog, Offering, Option
 from .devices import TypeDevices
 from .labels import INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, may_be_undefined, rack_name
@@ -208,9 +210,18 @@ class Provisioner:
             if any(c.key in plan.homes for c in pod.shared):
                 self._onto_home(pod, plan)
                 continue
+            spread = zone_spread(pod.obj)
+            if spread:
+                placed = self._spread_over_zones(pod, spread, existing, pools, plan)
+                if isinstance(placed, str):
+                    plan.unschedulable[pod.key] = placed
+                    continue
+                where: SimNode | NewClaim | None = placed
+                for c in pod.shared:
+                    plan.homes[c.key] = placed
+                continue
             sig = pod.signature
-            where: SimNode | NewClaim | None = self._onto_existing(pod, sig, existing, plan) or self._onto_new(
-                pod, sig, plan, plan.claims)
+            where = self._onto_existing(pod, sig, existing, plan) or self._onto_new(pod, sig, plan, plan.claims)
             if where is None:
                 where = self._open(pod, pools, plan)
                 if where is None:
@@ -245,6 +256,51 @@ class Provisioner:
             return None
         claim = NewClaim(pool, pool.requirements, options, requested=requested)
         return claim if cheapest(claim.options, claim.requirements) is not None else None
+
+    def _spread_over_zones(self, pod: PodDemand, spread: list[tuple[int, Obj]], existing: Sequence[SimNode],
+                           pools: Sequence[NodePoolView], plan: Plan) -> SimNode | NewClaim | str:
+        """Place a pod whose topologySpreadConstraints on the zone say DoNotSchedule, as
+        Karpenter's topology: the zones it may go to are those where one more matching pod keeps
+        every constraint's skew (the matching pods counted on the existing nodes, and on the new
+        nodes of this plan pinned to a zone; the domains are the zones the pod's affinity allows
+        of those the NodePools offer and the existing nodes are in). An existing node in one of
+        them if one fits; else a new node pinned to one zone, the emptiest first, joining one of
+        this plan's or opening one. Where it went, or why it cannot go anywhere."""
+        domains = self._zone_domains(pod, existing, pools)
+        counts = [_zone_counts(pod.obj, selector, existing, plan) for _, selector in spread]
+        allowed = [z for z in sorted(domains) if all(
+            c.get(z, 0) + 1 - min((c.get(d, 0) for d in domains), default=0) <= skew
+            for (skew, _), c in zip(spread, counts, strict=True))]
+        if not allowed:
+            return "incompatible with the pod's topology spread constraints: no zone keeps their skew"
+        anywhere = _in_zones(pod, allowed)
+        node = self._onto_existing(anywhere, anywhere.signature, existing, plan)
+        if node is not None:
+            return node
+        for zone in sorted(allowed, key=lambda z: (sum(c.get(z, 0) for c in counts), z)):
+            one = _in_zones(pod, [zone])
+            where = self._onto_new(one, one.signature, plan, plan.claims)
+            if where is None and (where := self._open(one, pools, plan)) is not None:
+                plan.claims.append(where)
+            if where is not None:
+                return where
+        unmet = plan.inflexible.get(_in_zones(pod, allowed[:1]).signature)
+        refused = plan.refused.get(_in_zones(pod, allowed[:1]).signature)
+        return (min_values_message(unmet) if unmet else "; ".join(refused.values()) if refused
+                else "no NodePool and instance type can hold the pod")
+
+    def _zone_domains(self, pod: PodDemand, existing: Sequence[SimNode], pools: Sequence[NodePoolView]) -> set[str]:
+        """The zones a spread constraint counts (Karpenter's: the NodePools' offerings, and the
+        existing nodes', those the pod's node affinity allows; taints not considered, as
+        ``nodeTaintsPolicy: Ignore``)."""
+        zones = {o.zone for opt in self.catalog for o in opt.offerings}
+        out = {z for z in zones if any(pool.requirements.get(ZONE) is None or pool.requirements[ZONE].allows(z)
+                                       for pool in pools)}
+        for n in existing:
+            r = n.labels.get(ZONE)
+            if r is not None and (z := r.single()) is not None:
+                out.add(z)
+        return {z for z in out if any(term.get(ZONE) is None or term[ZONE].allows(z) for term in pod.terms)}
 
     def _onto_home(self, pod: PodDemand, plan: Plan) -> None:
         """Place a pod where a claim it shares went with an earlier pod (the scheduler puts it
@@ -432,6 +488,50 @@ class Provisioner:
         used = add(plan.usage.get(pool.name, {}),
                    *(c.reserve for c in plan.claims if c.pool.name == pool.name and c is not claim))
         return {k: limit - used.get(k, 0) for k, limit in pool.limits.items()}
+
+
+def zone_spread(pod: Obj) -> list[tuple[int, Obj]]:
+    """The pod's topologySpreadConstraints a new node must keep: on the zone, DoNotSchedule, as
+    (maxSkew, the label selector with its matchLabelKeys' values)."""
+    out = []
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or ():
+        if c.get("topologyKey") != ZONE or c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
+        selector = dict(c.get("labelSelector") or {})
+        keys = [k for k in c.get("matchLabelKeys") or () if k in labels]
+        if keys:
+            selector["matchExpressions"] = [*(selector.get("matchExpressions") or ()),
+                                            *({"key": k, "operator": "In", "values": [labels[k]]} for k in keys)]
+        out.append((int(c.get("maxSkew") or 1), selector))
+    return out
+
+
+def _zone_counts(pod: Obj, selector: Obj, existing: Sequence[SimNode], plan: Plan) -> dict[str, int]:
+    """The pods of ``pod``'s namespace ``selector`` matches, per zone: on the existing nodes (with
+    those this plan put there), and on this plan's new nodes pinned to a zone."""
+    namespace = (pod.get("metadata") or {}).get("namespace")
+
+    def matching(pods: Iterable[Obj]) -> int:
+        return sum(1 for p in pods if (p.get("metadata") or {}).get("namespace") == namespace
+                   and match_label_selector(selector, (p.get("metadata") or {}).get("labels") or {}))
+
+    counts: dict[str, int] = {}
+    for n in existing:
+        r = n.labels.get(ZONE)
+        if r is not None and (z := r.single()) is not None:
+            counts[z] = counts.get(z, 0) + matching(n.pods)
+    for c in plan.claims:
+        r = c.requirements.get(ZONE)
+        if r is not None and (z := r.single()) is not None:
+            counts[z] = counts.get(z, 0) + matching(p.obj for p in c.pods)
+    return counts
+
+
+def _in_zones(pod: PodDemand, zones: Sequence[str]) -> PodDemand:
+    """``pod`` with its node affinity narrowed to ``zones``."""
+    only = Requirements([Requirement(ZONE, False, frozenset(zones))])
+    return dataclasses.replace(pod, terms=tuple(term.intersect(only) for term in pod.terms))
 
 
 def _resources_text(r: Mapping[str, int]) -> str:

@@ -404,3 +404,38 @@ def test_a_pod_beyond_a_nodepools_limits_or_every_type_is_told_so() -> None:
     arm = pod("arm", "1000", nodeSelector={"kubernetes.io/arch": "arm64"})
     why = Provisioner(CATALOG).plan(demands(arm), [], [pool()]).unschedulable["default/arm"]
     assert "no instance type met the scheduling requirements or had enough resources, requirements=" in why
+
+
+def _spread(name: str, app: str = "web", skew: int = 1, **spec: Any) -> dict:
+    p = pod(name, "1", topologySpreadConstraints=[{
+        "maxSkew": skew, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": app}}}], **spec)
+    p["metadata"]["labels"] = {"app": app}
+    return p
+
+
+def zones(plan: Any) -> list[str]:
+    return sorted(c.launch[1].zone for c in plan.claims)
+
+
+def test_new_nodes_spread_pods_over_zones_as_their_constraints_ask() -> None:
+    """As Karpenter's topology: a pod with a zone topologySpreadConstraint (DoNotSchedule) goes
+    to a new node pinned to the zone with the fewest matching pods among those its NodePools
+    offer, so three replicas get nodes in three zones, not three in the cheapest one."""
+    plan = Provisioner(CATALOG).plan(demands(*(_spread(f"w{i}") for i in range(3))), [], [pool()])
+    assert zones(plan) == ["zone-a", "zone-b", "zone-c"]
+    assert all(c.requirements[ZONE].single() for c in plan.claims)  # pinned: the launch keeps the zone
+    # a NodePool that leaves zone-c out: four replicas, two a zone
+    two = pool(requirements=[{"key": ZONE, "operator": "NotIn", "values": ["zone-c"]}])
+    plan = Provisioner(CATALOG).plan(demands(*(_spread(f"w{i}") for i in range(4))), [], [two])
+    assert sorted(c.launch[1].zone for c in plan.claims for _ in c.pods) == ["zone-a"] * 2 + ["zone-b"] * 2
+    # the pods already running count: one in zone-a, so the next goes elsewhere
+    node = SimNode("n-a", Requirements.from_labels({ZONE: "zone-a"}), [], {"cpu": 0, "memory": 0, "pods": 0},
+                   pods=[_spread("old")])
+    plan = Provisioner(CATALOG).plan(demands(_spread("new")), [node], [pool()])
+    assert zones(plan) in (["zone-b"], ["zone-c"])
+    # other apps' pods, and pods without the constraint, are not held to it
+    plan = Provisioner(CATALOG).plan(demands(pod("a", "1"), pod("b", "1"), pod("c", "1")), [], [pool()])
+    assert set(zones(plan)) == {"zone-a"}
+    plan = Provisioner(CATALOG).plan(demands(_spread("w0"), _spread("x0", app="other")), [], [pool()])
+    assert zones(plan) == ["zone-a"]  # each the first of its app: both in the cheapest zone, on one node
