@@ -327,6 +327,11 @@ class Provisioner:
         for node in existing:
             if sig in node.rejected:
                 continue
+            if node.node is None and not may_share_a_node(pod.obj, node.pods):
+                # (a NodeClaim still launching: the scheduler's plugins do not judge it)
+                if _hostname_rules(pod.obj):
+                    node.rejected.add(sig)
+                continue
             if self.fits(pod, node):
                 node.requested = add(node.requested, pod.requests)
                 node.pods.append(pod.obj)
@@ -365,6 +370,10 @@ class Provisioner:
             if not all(tolerates(pod.tolerations, t) for t in claim.pool.taints
                        if t.get("effect") in ("NoSchedule", "NoExecute")):
                 claim.rejected.add(sig)
+                continue
+            if not may_share_a_node(pod.obj, [p.obj for p in claim.pods]):
+                if _hostname_rules(pod.obj):  # its own rules: alike pods are kept off too (not others')
+                    claim.rejected.add(sig)
                 continue
             for term in pod.terms:
                 if not claim.requirements.intersects(term) or claim.requirements.undefined(term, may_be_undefined):
@@ -505,6 +514,57 @@ def zone_spread(pod: Obj) -> list[tuple[int, Obj]]:
                                             *({"key": k, "operator": "In", "values": [labels[k]]} for k in keys)]
         out.append((int(c.get("maxSkew") or 1), selector))
     return out
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def may_share_a_node(pod: Obj, others: Sequence[Obj]) -> bool:
+    """Whether ``pod`` may join ``others`` on a node not launched yet, as Karpenter's topology
+    judges one: no required pod anti-affinity on the hostname between it and them (either way),
+    and its hostname topologySpreadConstraints (DoNotSchedule) keep their maxSkew (a new node
+    can always be had, so the least loaded hostname holds none)."""
+    if not others:
+        return True
+    spec = pod.get("spec") or {}
+    for term in _hostname_anti_affinity(pod):
+        if any(_term_matches(pod, term, o) for o in others):
+            return False
+    for o in others:
+        if any(_term_matches(o, term, pod) for term in _hostname_anti_affinity(o)):
+            return False
+    for c in spec.get("topologySpreadConstraints") or ():
+        if c.get("topologyKey") != HOSTNAME or c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
+        term = {"labelSelector": c.get("labelSelector")}
+        if sum(1 for o in others if _term_matches(pod, term, o)) + 1 > int(c.get("maxSkew") or 1):
+            return False
+    return True
+
+
+def _hostname_rules(pod: Obj) -> bool:
+    """Whether the pod has hostname rules of its own (anti-affinity, spread): the same for the
+    pods of its signature, so a node they keep it off keeps them off too."""
+    return bool(_hostname_anti_affinity(pod)) or any(
+        c.get("topologyKey") == HOSTNAME for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or ())
+
+
+def _hostname_anti_affinity(pod: Obj) -> list[Obj]:
+    anti = (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {})
+    return [t for t in anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
+            if t.get("topologyKey") == HOSTNAME]
+
+
+def _term_matches(owner: Obj, term: Obj, other: Obj) -> bool:
+    """Whether the pod affinity ``term`` of ``owner`` selects ``other`` (its namespaces: the
+    term's, else the owner's; a namespaceSelector, any)."""
+    meta = other.get("metadata") or {}
+    namespaces = term.get("namespaces") or ([] if term.get("namespaceSelector") is not None
+                                            else [(owner.get("metadata") or {}).get("namespace")])
+    if namespaces and meta.get("namespace") not in namespaces:
+        return False
+    selector = term.get("labelSelector")
+    return selector is not None and match_label_selector(selector, meta.get("labels") or {})
 
 
 def _zone_counts(pod: Obj, selector: Obj, existing: Sequence[SimNode], plan: Plan) -> dict[str, int]:

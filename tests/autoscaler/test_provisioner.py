@@ -439,3 +439,37 @@ def test_new_nodes_spread_pods_over_zones_as_their_constraints_ask() -> None:
     assert set(zones(plan)) == {"zone-a"}
     plan = Provisioner(CATALOG).plan(demands(_spread("w0"), _spread("x0", app="other")), [], [pool()])
     assert zones(plan) == ["zone-a"]  # each the first of its app: both in the cheapest zone, on one node
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def test_pods_that_must_not_share_a_node_get_new_nodes_of_their_own() -> None:
+    """As Karpenter's: a required pod anti-affinity on the hostname, or a hostname spread of
+    maxSkew 1 (DoNotSchedule), keeps matching pods off one new node, so three replicas get three
+    nodes at once (not one node the scheduler can put only one of them on)."""
+    def anti(name: str) -> dict:
+        p = pod(name, "500m", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "db"}}}]}})
+        p["metadata"]["labels"] = {"app": "db"}
+        return p
+
+    def spread(name: str, skew: int) -> dict:
+        p = pod(name, "500m", topologySpreadConstraints=[{"maxSkew": skew, "topologyKey": HOSTNAME,
+                                                           "whenUnsatisfiable": "DoNotSchedule",
+                                                           "labelSelector": {"matchLabels": {"app": "web"}}}])
+        p["metadata"]["labels"] = {"app": "web"}
+        return p
+
+    plan = Provisioner(CATALOG).plan(demands(*(anti(f"db{i}") for i in range(3))), [], [pool()])
+    assert [len(c.pods) for c in plan.claims] == [1, 1, 1]
+    plan = Provisioner(CATALOG).plan(demands(*(spread(f"w{i}", 1) for i in range(3))), [], [pool()])
+    assert [len(c.pods) for c in plan.claims] == [1, 1, 1]
+    plan = Provisioner(CATALOG).plan(demands(*(spread(f"w{i}", 2) for i in range(4))), [], [pool()])
+    assert [len(c.pods) for c in plan.claims] == [2, 2]
+    # others may join them: the rule is the matching pods'; a pod alike but for its labels is not
+    # kept off by the node that keeps a matching one off
+    db, cache = pod("db", "500m"), pod("cache", "500m")
+    db["metadata"]["labels"], cache["metadata"]["labels"] = {"app": "db"}, {"app": "cache"}
+    plan = Provisioner(CATALOG).plan(demands(anti("x"), db, cache), [], [pool()])
+    assert [sorted(p.obj["metadata"]["name"] for p in c.pods) for c in plan.claims] == [["cache", "x"], ["db"]]
