@@ -13,7 +13,9 @@ Supported fields (the rest of a stage is rejected by name, not ignored):
     spec.resourceRef: {apiGroup: v1, kind: Pod|Node}
     spec.selector: matchLabels, matchAnnotations,
                    matchExpressions [{key: <jq>, operator: In|NotIn|Exists|DoesNotExist, values}]
+                   (or KWOK v0.7's [{jq: {key, operator, values}}])
     spec.weight: int; spec.weightFrom.expressionFrom: <jq> giving the weight for an object
+                 (or KWOK v0.7's weightFrom.jq.expression; the *From fields alike)
     spec.delay: durationMilliseconds, durationFrom.expressionFrom,
                 jitterDurationMilliseconds, jitterDurationFrom.expressionFrom
     spec.next: statusTemplate (calling only Go's, common Sprig and KWOK's functions: KWOK_FUNCTIONS),
@@ -277,7 +279,7 @@ KWOK_FUNCTIONS = frozenset({"Now", "StartTime", "Quote", "YAML", "Version", "Nod
                             # (``allocated.pod_allocation``: ``resources`` and ``allocatedResources``)
                             "PodAllocation"})
 _SPEC_FIELDS = {"resourceRef", "selector", "delay", "next", "weight", "weightFrom", "immediateNextStage"}
-_FROM_FIELDS = {"expressionFrom"}
+_FROM_FIELDS = {"expressionFrom", "jq"}
 _NEXT_FIELDS = {"statusTemplate", "statusSubresource", "finalizers", "delete", "event"}
 _OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist"}
 
@@ -306,6 +308,10 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
     try:
         expressions = []
         for e in sel.get("matchExpressions") or []:
+            # KWOK v0.7's form, {jq: {key, operator, values}}, for which the older one is deprecated
+            _unsupported(f"{where} selector", e, {"key", "operator", "values", "jq"})
+            e = e.get("jq") or e
+            _unsupported(f"{where} selector jq", e, {"key", "operator", "values"})
             op = e.get("operator")
             if op not in _OPERATORS:
                 raise StageError(f"{where}: operator {op!r} is not one of {sorted(_OPERATORS)}")
@@ -361,6 +367,9 @@ def _expression_from(where: str, src: Any) -> Jq | None:
     if not src:
         return None
     _unsupported(where, src, _FROM_FIELDS)
+    if src.get("jq"):  # KWOK v0.7's form, {jq: {expression}}, for which expressionFrom is deprecated
+        _unsupported(f"{where}.jq", src["jq"], {"expression"})
+        return Jq(str(src["jq"]["expression"]))
     return Jq(str(src["expressionFrom"]))
 
 

@@ -732,3 +732,28 @@ def test_a_kustomization_directory_is_read_as_kwoks_config_reads_it(tmp_path: Pa
         read_stage_files([tmp_path / "fast"])
     with pytest.raises(StageError, match=r"no kustomization\.yaml"):
         read_stage_files([tmp_path])
+
+
+def test_the_newer_jq_forms_read_as_the_older_ones() -> None:
+    """KWOK v0.7's API (the older forms deprecated for them): a selector's ``jq: {key, operator,
+    values}`` and a ``*From``'s ``jq: {expression}``; ``cel`` is refused by name."""
+    from datetime import UTC, datetime
+
+    doc: dict[str, Any] = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "s"},
+                           "spec": {"resourceRef": {"kind": "Pod"},
+                                    "selector": {"matchExpressions": [
+                                        {"jq": {"key": ".status.phase", "operator": "In", "values": ["Running"]}},
+                                        {"jq": {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}}]},
+                                    "weight": 1, "weightFrom": {"jq": {"expression": '.metadata.annotations["w"]'}},
+                                    "delay": {"durationMilliseconds": 1000,
+                                              "durationFrom": {"jq": {"expression": '.metadata.annotations["d"]'}}},
+                                    "next": {"delete": True}}}
+    (stage,) = load_stages(yaml.safe_dump(doc))
+    running = {"metadata": {"annotations": {"w": "7", "d": "30s"}}, "status": {"phase": "Running"}}
+    assert stage.selector.matches(running) and not stage.selector.matches({"status": {"phase": "Pending"}})
+    assert not stage.selector.matches({**running, "metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})
+    assert stage.weight_for(running) == 7
+    assert stage.delay is not None and stage.delay.seconds(running, datetime.now(UTC), random.Random(0)) == 30.0
+    doc["spec"]["selector"]["matchExpressions"][0] = {"cel": {"expression": "self.status.phase == 'Running'"}}
+    with pytest.raises(StageError, match=r"selector: unsupported field\(s\) cel"):
+        load_stages(yaml.safe_dump(doc))
