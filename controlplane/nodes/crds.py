@@ -11,7 +11,8 @@ The schema is structural and has the fields, types, enums, minimums and
 defaults of KWOK's (``spec.resourceRef`` required, ``apiGroup`` defaulting to
 ``v1``, ``weight`` to 0, ``next.statusSubresource`` to ``status``; the newer
 ``steps``, ``patches``, ``jq`` and ``cel`` forms are accepted by the schema as
-by KWOK's; the simulator reads the ``jq`` ones and refuses the others by name), and a
+by KWOK's; the simulator reads the ``jq`` ones and the ``steps`` a ``next`` is made of,
+and refuses the others by name), and a
 ``status`` subresource whose conditions nothing writes, as in KWOK.
 """
 

@@ -22,6 +22,7 @@ Supported fields (the rest of a stage is rejected by name, not ignored):
                statusSubresource (status only: the CRD's default),
                finalizers {add: [{value}], remove: [{value}], empty}, delete,
                event {type, reason, message} (recorded as a core/v1 Event)
+    spec.steps: KWOK v0.8's form of next (_next_of_steps)
     spec.immediateNextStage: bool
 
 Keys are jq (``jqpath``); templates are Go templates (``gotemplate``). A
@@ -278,7 +279,7 @@ KWOK_FUNCTIONS = frozenset({"Now", "StartTime", "Quote", "YAML", "Version", "Nod
                             # this simulator's own: what a 1.37 kubelet reports a pod was allocated
                             # (``allocated.pod_allocation``: ``resources`` and ``allocatedResources``)
                             "PodAllocation"})
-_SPEC_FIELDS = {"resourceRef", "selector", "delay", "next", "weight", "weightFrom", "immediateNextStage"}
+_SPEC_FIELDS = {"resourceRef", "selector", "delay", "next", "steps", "weight", "weightFrom", "immediateNextStage"}
 _FROM_FIELDS = {"expressionFrom", "jq"}
 _NEXT_FIELDS = {"statusTemplate", "statusSubresource", "finalizers", "delete", "event"}
 _OPERATORS = {"In", "NotIn", "Exists", "DoesNotExist"}
@@ -330,7 +331,9 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
                 jitter_from=_expression_from(f"{where} delay.jitterDurationFrom", d.get("jitterDurationFrom")),
             )
         weight_from = _expression_from(f"{where} weightFrom", spec.get("weightFrom"))
-        n = spec.get("next") or {}
+        if spec.get("steps") is not None and spec.get("next") is not None:
+            raise StageError(f"{where}: both next and steps: give one")
+        n = _next_of_steps(where, spec["steps"]) if spec.get("steps") is not None else spec.get("next") or {}
         _unsupported(f"{where} next", n, _NEXT_FIELDS)
         # the CRD's default (a stored Stage has it); a Pod's or Node's status has no other subresource
         if n.get("statusSubresource", "status") != "status":
@@ -356,6 +359,36 @@ def _parse_stage(doc: dict[str, Any]) -> Stage:
                                    tuple(expressions)),
                  next=nxt, delay=delay, weight=int(spec.get("weight") or 0), weight_from=weight_from,
                  immediate_next_stage=bool(spec.get("immediateNextStage")))
+
+
+_STEP_FIELDS = {"event": "event", "finalizers": "finalizers", "delete": "delete", "patch": "statusTemplate"}
+
+
+def _next_of_steps(where: str, steps: Any) -> dict[str, Any]:
+    """KWOK v0.8's ``steps`` as the ``next`` they say for a Pod or a Node (KWOK deprecates
+    ``next`` for them): one status patch (``subresource: status``, ``root: status``, strategic
+    merge, KWOK's default for these kinds), event, finalizers change and delete at most each."""
+    if not isinstance(steps, list):
+        raise StageError(f"{where}: steps must be a list")
+    n: dict[str, Any] = {}
+    for i, step in enumerate(steps):
+        _unsupported(f"{where} steps[{i}]", step, set(_STEP_FIELDS))
+        for field_, value in step.items():
+            if field_ == "delete" and not value:
+                continue
+            if _STEP_FIELDS[field_] in n:
+                raise StageError(f"{where} steps: more than one {field_} (a Pod or Node stage has one of each)")
+            if field_ == "patch":
+                _unsupported(f"{where} steps[{i}].patch", value, {"subresource", "root", "template", "type"})
+                if value.get("subresource") != "status" or value.get("root") != "status":
+                    raise StageError(f"{where} steps[{i}].patch: only a status patch (subresource: status, "
+                                     "root: status) is supported for a Pod or a Node")
+                if value.get("type") not in (None, "strategic"):
+                    raise StageError(f"{where} steps[{i}].patch: type {value['type']} is not supported "
+                                     "(strategic, the default for a Pod or a Node)")
+                value = value.get("template") or ""
+            n[_STEP_FIELDS[field_]] = value
+    return n
 
 
 # the API groups of KWOK's configuration files: their other kinds are not this loader's concern

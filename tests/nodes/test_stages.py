@@ -757,3 +757,34 @@ def test_the_newer_jq_forms_read_as_the_older_ones() -> None:
     doc["spec"]["selector"]["matchExpressions"][0] = {"cel": {"expression": "self.status.phase == 'Running'"}}
     with pytest.raises(StageError, match=r"selector: unsupported field\(s\) cel"):
         load_stages(yaml.safe_dump(doc))
+
+
+def test_kwok_v08_steps_read_as_next() -> None:
+    """KWOK v0.8 deprecates ``next`` for ``steps``; the steps a Pod or Node stage of ``next`` is
+    made of read as that ``next``: a status patch (``subresource: status, root: status``, as
+    strategic merge), an event, finalizers, a delete. Others (``apply``, another patch) are refused."""
+    def stage(steps: list[dict[str, Any]]) -> str:
+        return yaml.safe_dump({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "s"},
+                               "spec": {"resourceRef": {"kind": "Pod"}, "steps": steps}})
+
+    (s,) = load_stages(stage([
+        {"event": {"type": "Normal", "reason": "Started", "message": "Started container"}},
+        {"finalizers": {"add": [{"value": "example.com/f"}]}},
+        {"patch": {"subresource": "status", "root": "status", "type": "strategic",
+                   "template": "phase: {{ .spec.nodeName }}"}}]))
+    assert s.next.render_status({"spec": {"nodeName": "n1"}}, {}) == {"phase": "n1"}
+    assert s.next.event == {"type": "Normal", "reason": "Started", "message": "Started container"}
+    assert s.next.finalizers([]) == ["example.com/f"] and not s.next.delete
+    (s,) = load_stages(stage([{"delete": True}]))
+    assert s.next.delete and s.next.status_template is None
+    for steps, message in (
+            ([{"apply": {"template": "kind: ConfigMap"}}], r"steps\[0\]: unsupported field\(s\) apply"),
+            ([{"patch": {"subresource": "status", "template": "status: {phase: Running}"}}], "root: status"),
+            ([{"patch": {"subresource": "status", "root": "status", "type": "json", "template": "[]"}}], "json"),
+            ([{"delete": True}, {"delete": True}], "more than one")):
+        with pytest.raises(StageError, match=message):
+            load_stages(stage(steps))
+    both = yaml.safe_load(stage([{"delete": True}]))
+    both["spec"]["next"] = {"delete": True}
+    with pytest.raises(StageError, match="both next and steps"):
+        load_stages(yaml.safe_dump(both))
