@@ -277,15 +277,16 @@ class Provisioner:
         node = self._onto_existing(anywhere, anywhere.signature, existing, plan)
         if node is not None:
             return node
+        first = None
         for zone in sorted(allowed, key=lambda z: (sum(c.get(z, 0) for c in counts), z)):
             one = _in_zones(pod, [zone])
+            first = first or one.signature
             where = self._onto_new(one, one.signature, plan, plan.claims)
             if where is None and (where := self._open(one, pools, plan)) is not None:
                 plan.claims.append(where)
             if where is not None:
                 return where
-        unmet = plan.inflexible.get(_in_zones(pod, allowed[:1]).signature)
-        refused = plan.refused.get(_in_zones(pod, allowed[:1]).signature)
+        unmet, refused = plan.inflexible.get(first), plan.refused.get(first)  # the emptiest zone's reasons
         return (min_values_message(unmet) if unmet else "; ".join(refused.values()) if refused
                 else "no NodePool and instance type can hold the pod")
 

@@ -439,6 +439,10 @@ def test_new_nodes_spread_pods_over_zones_as_their_constraints_ask() -> None:
     assert set(zones(plan)) == {"zone-a"}
     plan = Provisioner(CATALOG).plan(demands(_spread("w0"), _spread("x0", app="other")), [], [pool()])
     assert zones(plan) == ["zone-a"]  # each the first of its app: both in the cheapest zone, on one node
+    huge = _spread("huge")
+    huge["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000"
+    why = Provisioner(CATALOG).plan(demands(huge), [], [pool()]).unschedulable["default/huge"]
+    assert why.startswith('incompatible with nodepool "default"') and "no instance type has enough resources" in why
 
 
 HOSTNAME = "kubernetes.io/hostname"
