@@ -346,6 +346,49 @@ def _float_or_none(text: str | None) -> float | None:
         return None
 
 
+# what Locust's master logs of its workers while it waits for them, and once it starts the load
+_JOINED = re.compile(rb"(\d+) workers connected|(\d+) of \d+ connected")
+_SHAPE_STARTING = b"Shape test starting"
+
+
+class _LoadStart:
+    """When the load began: once Locust's master logs that its shape starts, which it does only
+    when the workers it expects have joined (at once with local ones; a remote one may take
+    minutes). The run's clock (its phase, the progress, the deadline that ends a run whose master
+    does not end it) starts there. Counted from the master's start instead, a worker that joined
+    after the run's duration and a minute (a --quick smoke's 80 s, within --workers-wait's 120)
+    met a run the harness had already ended, and no load ran. The log is read on from where the
+    last poll stopped, and not at all once the load has begun."""
+
+    def __init__(self, master_log: Path) -> None:
+        self.path = master_log
+        self.at: float | None = None     # time.monotonic() of the start
+        self.epoch: float | None = None  # time.time() of it
+        self.joined = 0                  # the workers connected, as the master last said
+        self._offset = 0
+        self._partial = b""              # a line the master has not finished writing
+
+    def poll(self) -> bool:
+        """Whether the load has begun."""
+        if self.at is not None:
+            return True
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except OSError:
+            return False
+        self._offset += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        for line in lines:
+            m = _JOINED.search(line)
+            if m:
+                self.joined = int(m.group(1) or m.group(2))
+            if _SHAPE_STARTING in line:
+                self.at, self.epoch = time.monotonic(), time.time()
+        return self.at is not None
+
+
 class _Progress:
     """The live terminal view (rich); without a terminal (a CI log, ``nohup``) a line every
     ``every`` seconds instead; nothing with --no-progress."""
@@ -356,6 +399,7 @@ class _Progress:
         self.lines = mode == "lines"
         self.every = every
         self.next_line = every
+        self.next_wait_line = every
         if mode == "live":
             from rich.console import Console
             from rich.live import Live
@@ -382,6 +426,17 @@ class _Progress:
         for label, value in _progress_rows(stats, server):
             t.add_row(escape(label), value)  # [cluster] is not markup
         self.live.update(t)
+
+    def waiting(self, waited: float, joined: int, expected: int) -> None:
+        """Before the load: Locust's master waits for the workers it expects (remote ones)."""
+        text = f"{self.title}: waiting for Locust's workers, {joined} of {expected} joined, {waited:,.0f} s"
+        if self.lines and waited >= self.next_wait_line:
+            self.next_wait_line = waited + self.every
+            print(text, file=sys.stderr, flush=True)
+        if self.live is not None:
+            from rich.text import Text
+
+            self.live.update(Text(text))
 
     def stop(self) -> None:
         if self.live is not None:
@@ -462,8 +517,13 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, targets: l
         print(f"loadtest {plan.scenario}: {length} against {against}; results in {out}", file=sys.stderr,
               flush=True)
     progress = _Progress(mode, f"loadtest {plan.scenario}")
-    load_started, load_epoch = time.monotonic(), time.time()
-    deadline = load_started + plan.duration + 60 + (30 if plan.until == "quota" else 0)
+    spawned, spawned_epoch = time.monotonic(), time.time()
+    clock = _LoadStart(out / "locust-master.log")
+    # until the load begins, the master's own wait for its workers bounds the run (it gives up after
+    # --workers-wait); once it has, the plan's duration does
+    wait_deadline = spawned + math.ceil(args.workers_wait) + 60
+    run_for = plan.duration + 60 + (30 if plan.until == "quota" else 0)
+    load_started, load_epoch = spawned, spawned_epoch
     peak_pods = 0
     timings: dict[str, float] = {}
     unreachable_target: str | None = None  # of several targets, the one gone
@@ -474,7 +534,11 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, targets: l
     try:
         while master.poll() is None:
             time.sleep(1.0)
-            elapsed = time.monotonic() - load_started
+            began = clock.poll()
+            if began and clock.at is not None and clock.epoch is not None:
+                load_started, load_epoch = clock.at, clock.epoch
+            deadline = load_started + run_for if began else wait_deadline
+            elapsed = time.monotonic() - load_started if began else 0.0
             stats = _read_stats(out / "locust_stats.csv")
             phase = shapes.phase_at(plan.table, elapsed)
             if plan.until == "quota":
@@ -484,7 +548,10 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, targets: l
                 if phase == "done" and not stop_file.exists():
                     stop_file.touch()
                     timings["quota_completed"] = round(elapsed, 1)
-            progress.update(elapsed, plan.duration, phase, stats, watcher.latest)
+            if began:
+                progress.update(elapsed, plan.duration, phase, stats, watcher.latest)
+            else:
+                progress.waiting(time.monotonic() - spawned, clock.joined, expect)
             for i, w in enumerate(workers):
                 # Locust's master did not notice a worker killed by a signal (it went on dispatching users
                 # to it), and the run passed without that worker's share of the load
@@ -537,11 +604,9 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, targets: l
         interrupted = True
         stop_file.touch()
         print("loadtest: interrupted; stopping the load and writing a partial report", file=sys.stderr)
-        master_log = out / "locust-master.log"
-        started_load = master_log.exists() and "Shape test starting" in master_log.read_text(errors="replace")
         if master.poll() is not None:
             pass
-        elif started_load:
+        elif clock.poll():
             # the stop file ends the shape at its next tick (each second), as at the end of a run: the
             # master stops its workers and writes its results. A SIGINT instead raced with Locust's
             # own shutdown (a KeyboardInterrupt during it killed the master before it wrote locust.json,

@@ -592,6 +592,43 @@ def test_without_a_terminal_progress_is_a_line_now_and_then(capsys: pytest.Captu
     assert capsys.readouterr().err == ""
 
 
+def test_the_load_s_clock_starts_when_locust_s_master_starts_its_shape(tmp_path: Path) -> None:
+    # a remote worker that joined 90 s into a --quick run (within --workers-wait's 120 s) met a run
+    # whose clock had started with the master: past its duration and a minute, the harness had ended
+    # it, and the worker made no load
+    log = tmp_path / "locust-master.log"
+    clock = run._LoadStart(log)
+    assert not clock.poll() and clock.joined == 0  # no log yet
+    log.write_text("[2026-12-07 04:00:24,328] vm/INFO/locust.runners: vm_60a4 (index 0) reported as ready. "
+                   "1 workers connected.\n[2026-12-07 04:00:29,330] vm/INFO/root: Waiting for workers to be ready, "
+                   "1 of 2 conn")
+    assert not clock.poll() and clock.joined == 1
+    with log.open("a") as f:
+        f.write("ected\n[2026-12-07 04:01:53,291] vm/INFO/locust.runners: vm_1c26 (index 1) reported as ready. "
+                "2 workers connected.\n[2026-12-07 04:01:53,480] vm/INFO/locust.runners: Shape test starting.\n")
+    assert clock.poll() and clock.joined == 2
+    at = clock.at
+    assert at is not None and clock.epoch is not None
+    assert clock.poll() and clock.at == at  # once
+
+
+def test_without_a_terminal_the_wait_for_workers_is_a_line_now_and_then(capsys: pytest.CaptureFixture[str]) -> None:
+    # while the master waits for remote workers the progress said "done, 30 / 20 s" of a load not begun
+    progress = run._Progress("lines", "loadtest smoke", every=30.0)
+    progress.waiting(10.0, 1, 2)
+    assert capsys.readouterr().err == ""
+    progress.waiting(31.0, 1, 2)
+    progress.waiting(40.0, 1, 2)
+    assert capsys.readouterr().err == "loadtest smoke: waiting for Locust's workers, 1 of 2 joined, 31 s\n"
+    progress.waiting(65.0, 1, 2)
+    assert "1 of 2 joined, 65 s" in capsys.readouterr().err
+    stats = {("", "Aggregated"): {"Requests/s": "1.0", "Failure Count": "0"}}
+    progress.update(10.0, 300.0, "steady", stats, {})  # the load's lines are timed by the load, from its start
+    assert capsys.readouterr().err == ""
+    progress.update(30.0, 300.0, "steady", stats, {})
+    assert "steady, 30 / 300 s" in capsys.readouterr().err
+
+
 def test_remote_workers_are_warned_of_loopback_addresses() -> None:
     # the docs' example binds 0.0.0.0 and loads a --target others reach; the defaults do neither
     assert run._remote_notes("0.0.0.0", "https://api.example:6443") == []
