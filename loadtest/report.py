@@ -126,12 +126,23 @@ def _history_rate(history: list[dict[str, str]], typ: str, name: str, t0: float)
     (``Total Request Count``) changed, and to the end, as the server's counters are read.
     Locust's ``Requests/s`` column, kept for a history without totals, is its average over the
     last ten seconds ending two before: it rose for ten seconds after the rate did, and a binder
-    that had bound every pod was still drawn binding 1.7 a second at the end of a smoke run."""
+    that had bound every pod was still drawn binding 1.7 a second at the end of a smoke run.
+    The history has an entry's rows only from the report that brought its first requests: it
+    was at 0 at the report before (the last time the Aggregated total moved), or at the
+    history's start. Without that point the requests of its first report were never drawn,
+    and a binder that bound all of a ``million --quick``'s pods in one report not at all."""
     totals: defaultdict[float, float] = defaultdict(float)
     rate: defaultdict[float, float] = defaultdict(float)
+    reports: list[float] = []  # the history's start, and each time the Aggregated total moved
+    last_aggregated: float | None = None
     for r in history:
+        t = _float(r.get("Timestamp"))
+        if r.get("Type") == "" and r.get("Name") == "Aggregated" and t is not None:
+            aggregated = _float(r.get("Total Request Count"))
+            if last_aggregated is None or aggregated != last_aggregated:
+                reports.append(t - t0)
+            last_aggregated = aggregated
         if r.get("Type") == typ and r.get("Name") == name:
-            t = _float(r.get("Timestamp"))
             total, rps = _float(r.get("Total Request Count")), _float(r.get("Requests/s"))
             if t is not None and total is not None:
                 totals[t - t0] += total
@@ -139,6 +150,10 @@ def _history_rate(history: list[dict[str, str]], typ: str, name: str, t0: float)
                 rate[t - t0] += rps
     if not totals:
         return rate
+    first = min(totals)
+    before = [t for t in reports if t < first]
+    if before:
+        totals[max(before)] = 0.0
     points = sorted(totals.items())
     # the first point, each one where the total moved (the workers report every 3 s), and the last
     kept = [p for i, p in enumerate(points) if i == 0 or i == len(points) - 1 or p[1] != points[i - 1][1]]

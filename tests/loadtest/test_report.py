@@ -281,6 +281,25 @@ def test_the_clients_rates_are_read_from_their_running_totals() -> None:
     assert (xs, ys) == ([3.0, 6.0, 9.0], [7 / 3, 2.0, 0.0])
 
 
+def test_what_came_before_an_entry_s_first_history_row_is_drawn() -> None:
+    # Locust's history has a row of an entry only once the master has heard of it, with the total of
+    # the report it came in: a million --quick's binder bound its 60 pods within one report, and its
+    # plot was empty. Before that row the entry was at 0, as of the report before (the Aggregated
+    # total moved), and the rate spreads over the time between the two reports as it does later
+    aggregated = (0, 0, 0, 50, 50, 50, 120, 120, 120, 150)
+    history = [{"Timestamp": str(1000 + t), "Type": "", "Name": "Aggregated", "Requests/s": "9",
+                "Total Request Count": str(n)} for t, n in enumerate(aggregated)]
+    history += [{"Timestamp": str(1000 + t), "Type": "POST", "Name": "pods/binding", "Requests/s": "7",
+                 "Total Request Count": "60"} for t in range(6, 10)]
+    [(label, xs, ys)] = report.scheduling_series([], history)
+    assert label == "load-test binder (pods/binding)"
+    assert (xs, ys) == ([6.0, 9.0], [20.0, 0.0])
+    # an entry in the very first report: the history's start is when it was at 0
+    history = [{**r, "Timestamp": str(int(r["Timestamp"]) - 3)} for r in history if r["Type"] == "POST"]
+    history.insert(0, {"Timestamp": "1000", "Type": "", "Name": "Aggregated", "Total Request Count": "0"})
+    assert report.scheduling_series([], history)[0][1:] == ([3.0, 6.0], [20.0, 0.0])
+
+
 def test_the_scheduler_s_own_count_comes_first_and_the_clients_beside_it() -> None:
     server = [{"at": 2.0 * i, "scheduled_total": 10.0 * i, "bindings_total": 10.0 * i} for i in range(3)]
     history = [{"Timestamp": "1000", "Type": "LATENCY", "Name": "pod create→bound", "Requests/s": "5"}]
