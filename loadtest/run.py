@@ -576,12 +576,13 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, targets: l
             if gone >= TARGET_GONE_SECONDS and "server_exited_at" not in timings \
                     and "target_unreachable_at" not in timings:
                 # a target (or the harness's server) that no longer takes connections: as above
-                timings["target_unreachable_at"] = round(elapsed - gone, 1)
+                since = max(0.0, elapsed - gone)  # (0: gone before the load began, while waiting for workers)
+                timings["target_unreachable_at"] = round(since, 1)
                 gone_target = target
                 if isinstance(watcher, ReplicasWatcher):
                     gone_target = unreachable_target = watcher.unreachable_target
                 stop_file.touch()
-                print(f"loadtest: {gone_target} has refused connections for {gone:.0f} s, since {elapsed - gone:.0f} s "
+                print(f"loadtest: {gone_target} has refused connections for {gone:.0f} s, since {since:.0f} s "
                       f"of load (the last: {watcher.last_error}); stopping the load", file=sys.stderr)
             if time.monotonic() > deadline and not stop_file.exists():
                 stop_file.touch()
