@@ -564,6 +564,11 @@ class Reflector:
     then watch from that revision with bookmarks, relist on 410, rewatch on
     a closed stream. ``on_event`` sees every ADDED/MODIFIED/DELETED event
     (the initial LIST's items are not replayed as events, only counted).
+
+    Its first LIST asks for ``resourceVersion=0``, as client-go's does "for performance
+    reasons": the watch cache answers it with what it has, whole (it ignores ``limit``
+    there), the reads a watch cache's lock is contended by. After a 410 that revision is
+    gone, and the relist is a consistent one (no resourceVersion), paginated.
     """
 
     def __init__(self, user: KubeUser, plural: str, namespace: str | None = None, *, group: str = "",
@@ -586,6 +591,7 @@ class Reflector:
         self.rv: str | None = None
         self.count = 0            # objects it believes exist (list + adds - deletes)
         self.relists = 0
+        self.expired = False      # a 410 came: list consistently from then on, not from resourceVersion=0
         self.synced = gevent.event.Event()
         self._syncing = False     # reading a WatchList's initial events, before its end bookmark
         self._scope = "namespace" if namespace else "cluster"
@@ -610,8 +616,9 @@ class Reflector:
         count = 0
         items: list[dict[str, Any]] = []
         rv: str | None = None
+        query = self.selectors if self.expired else {**self.selectors, "resourceVersion": "0"}
         for page in self.user.list_pages(self.plural, self.namespace, self.group, self.version,
-                                         limit=self.page_size, **self.selectors):
+                                         limit=self.page_size, **query):
             if isinstance(page, WholeList):  # the pages before it are void: it is the list
                 count, items = 0, []
             if page.status != 200 or page.body is None:
@@ -673,6 +680,7 @@ class Reflector:
     def _relist(self) -> None:
         self.relists += 1
         self.rv = None
+        self.expired = True
         fire_expected(f"410 {self.plural} [watch]")
 
     def _handle(self, line: bytes) -> None:

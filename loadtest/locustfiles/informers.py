@@ -1,5 +1,8 @@
 """Informers: list, then watch with bookmarks; relist on 410.
 
+The first LIST asks for ``resourceVersion=0`` (the watch cache's whole list), a relist
+after a 410 is a consistent one, paginated: client-go's reflector (``base.Reflector``).
+
 Half of them (``watch_list_fraction``) start with a WatchList instead of a
 LIST: a watch with ``sendInitialEvents=true`` that streams the current state
 as ADDED events and marks its end with a BOOKMARK annotated

@@ -841,6 +841,71 @@ def test_a_watch_list_is_whole_at_its_end_bookmark_and_falls_back_to_a_list() ->
     assert seen["watches"] == [["true", None, [400, 422]]] * 3
 
 
+_RELIST = r"""
+import json
+from loadtest.answer import Answer
+from loadtest.locustfiles.base import Reflector
+
+EXPIRED = (b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",'
+           b'"reason":"Expired","code":410}}\n')
+
+
+class Stream:
+    def __init__(self, lines):
+        self.lines = list(lines)
+
+    def readline(self, sep):
+        return self.lines.pop(0) if self.lines else b""
+
+    def release(self):
+        pass
+
+
+class Resp:
+    def __init__(self, status, lines=()):
+        self.status_code, self._response = status, Stream(lines)
+
+
+class User:
+    lists = []
+    answers = []
+
+    def list_pages(self, plural, namespace=None, group="", version="v1", limit=0, **query):
+        self.lists.append(query)
+        yield Answer(200, b'{"metadata": {"resourceVersion": "40"}, "items": []}', 0.0)
+
+    def open_watch(self, path, name, query, expected=()):
+        return self.answers.pop(0)
+
+
+r = Reflector(User(), "pods", field_selector="spec.nodeName=n1")
+r._list()
+User.answers = [Resp(200, [EXPIRED])]  # the watch's revision was compacted: an ERROR event on the stream
+r._watch()
+r._list()
+User.answers = [Resp(410)]  # or the watch refused with 410
+r._watch()
+r._list()
+print(json.dumps({"lists": User.lists, "relists": r.relists}))
+"""
+
+
+def test_a_reflector_lists_from_the_watch_cache_first_and_consistently_after_a_410() -> None:
+    # client-go's reflector: its first LIST is resourceVersion=0 ("for performance reasons ... served
+    # from the watch cache", which ignores limit there: the whole list, the reads the watch cache's
+    # lock scenario is about); after a 410 the revision it had is gone, and it lists consistently.
+    # The harness's reflectors made every LIST a consistent, paginated one
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _RELIST], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    node = {"fieldSelector": "spec.nodeName=n1"}
+    assert seen == {"lists": [{**node, "resourceVersion": "0"}, node, node], "relists": 2}
+
+
 def test_a_quota_run_s_phase_stays_done_once_every_pod_is_deleted() -> None:
     assert [run._quota_phase(40, c, d) for c, d in ((10, 0), (40, 0), (40, 12), (40, 40), (40, 40))] == [
         "creating", "running", "deleting", "done", "done"]
