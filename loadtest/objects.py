@@ -33,10 +33,12 @@ class PodFactory:
     """``gpus``: whether the run's nodes have ``nvidia.com/gpu``. Without, podgen's GPU
     pods (a tenth) are left out: a scheduler could never place them, and a run that
     waits for its pods to run would wait for ever (the harness's binder placed them
-    anyway, a real scheduler does not)."""
+    anyway, a real scheduler does not). ``run``: the run's id, labelled ``RUN_LABEL`` on
+    each pod, the pods the harness's binder places (and no other of the target's)."""
 
-    def __init__(self, seed: int = 0, namespaces: int = 50, gpus: bool = True) -> None:
+    def __init__(self, seed: int = 0, namespaces: int = 50, gpus: bool = True, run: str = "") -> None:
         self._gen = PodGenerator(seed=seed, namespaces=namespaces, gpu_fraction=0.1 if gpus else 0.0)
+        self._run = {RUN_LABEL: run} if run else {}
 
     def pod(self, namespace: str, name: str, labels: dict[str, str] | None = None,
             owner: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -45,7 +47,7 @@ class PodFactory:
         for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generateName"):
             meta.pop(key, None)
         meta["name"] = name
-        meta["labels"] = {**meta.get("labels", {}), **(labels or {})}
+        meta["labels"] = {**meta.get("labels", {}), **(labels or {}), **self._run}
         # (podgen's references are synthetic: only a real owner is named)
         if owner is not None:
             meta["ownerReferences"] = [owner]
@@ -67,7 +69,7 @@ def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"loadtest": "true"}}}
 
 
-RUN_LABEL = "loadtest/run"  # on the run's Nodes: the harness's binder places pods on these only
+RUN_LABEL = "loadtest/run"  # on the run's Nodes and pods: the harness's binder places these pods on these nodes only
 
 
 def node(name: str, gpus: int = 0, run: str = "") -> dict[str, Any]:

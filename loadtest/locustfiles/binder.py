@@ -45,6 +45,16 @@ def run_nodes() -> str:
     return f"{objects.RUN_LABEL}={run}" if run else "loadtest=true"
 
 
+def run_pods() -> str:
+    """The label selector of the pods the binder places: its run's (the controllers' and training
+    jobs' pods carry the run's id), no other pod of the target's. Against a target without a
+    scheduler, a pod of its own (a user's, pending) was bound to a load-test node, where that
+    node's kubelet reported it Running, and stayed there once the run was over. Alone (no run),
+    every unbound pod."""
+    run = str(param("run_id", ""))
+    return f"{objects.RUN_LABEL}={run}" if run else ""
+
+
 def _gpus(pod: dict[str, Any]) -> int:
     n = 0
     for c in pod.get("spec", {}).get("containers", []):
@@ -73,8 +83,8 @@ class BinderUser(KubeUser):
                   on_list=self._nodes_listed).start()
         Reflector(self, "podgroups", group="scheduling.k8s.io", version="v1beta1",
                   on_event=self._podgroup_event, on_list=self._podgroups_listed).start()
-        Reflector(self, "pods", field_selector="spec.nodeName=", on_event=self._pod_event,
-                  on_list=self._pods_listed).start()
+        Reflector(self, "pods", field_selector="spec.nodeName=", label_selector=run_pods(),
+                  on_event=self._pod_event, on_list=self._pods_listed).start()
         # a deleted pod gives its node's room back: without this, a node was full for good once 110
         # pods had been placed on it, however many were gone (list-storm bound 1,100 pods of 2,596)
         Reflector(self, "pods", field_selector="spec.nodeName!=", list_first=False,

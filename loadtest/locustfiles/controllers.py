@@ -73,7 +73,8 @@ class ReplicaSetController(KubeUser):
         self.ns = namespace_for(random.randrange(1 << 30))
         self.rs = f"rs-{suffix}"
         self.selector = {"loadtest/controller": self.rs}
-        self.factory = objects.PodFactory(seed=hash(suffix) & 0xFFFF, gpus=int(param("gpus_per_node", 0)) > 0)
+        self.factory = objects.PodFactory(seed=hash(suffix) & 0xFFFF, gpus=int(param("gpus_per_node", 0)) > 0,
+                                          run=str(param("run_id", "")))
         self.pods: OrderedDict[str, float] = OrderedDict()  # name -> create sent
         self.running: set[str] = set()
         self.ready = 0  # how many of self.pods are in self.running, kept as either changes (see _recount)

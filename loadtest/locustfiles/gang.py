@@ -44,7 +44,7 @@ class TrainingJobUser(KubeUser):
         self.ns = f"train-{random.randrange(int(param('gang_namespaces', 2))):03d}"
         self.size = int(param("gang_size", 4))
         self.gpus = int(param("gang_gpus_per_pod", 1))
-        self.factory = objects.PodFactory(seed=random.getrandbits(16))
+        self.factory = objects.PodFactory(seed=random.getrandbits(16), run=str(param("run_id", "")))
         self.running: set[str] = set()
         self.ensure("namespaces", objects.namespace(self.ns))
         if not _device_class_ready:

@@ -1180,14 +1180,16 @@ def test_a_target_without_a_scheduler_gets_the_harness_s_binder(cert_served: Ser
 _RUN_NODES = r'''
 import json
 from loadtest import objects
-from loadtest.locustfiles.binder import run_nodes
-print(json.dumps({"selector": run_nodes(), "labels": objects.node("n1", run="ab12")["metadata"]["labels"]}))
+from loadtest.locustfiles.binder import run_nodes, run_pods
+pod = objects.PodFactory(run="ab12").pod("ns", "p", {"a": "b"})
+print(json.dumps({"selector": run_nodes(), "labels": objects.node("n1", run="ab12")["metadata"]["labels"],
+                  "pods": run_pods(), "pod": pod["metadata"]["labels"]}))
 '''
 
 
 @pytest.mark.parametrize(("params", "selector"), [('{"run_id": "ab12"}', "loadtest/run=ab12"),
                                                   ("{}", "loadtest=true")])
-def test_the_binder_places_pods_on_its_run_s_nodes_only(params: str, selector: str) -> None:
+def test_the_binder_places_its_run_s_pods_on_its_run_s_nodes_only(params: str, selector: str) -> None:
     # against a target with nodes of its own (serve --nodes, a cluster's, an earlier run's left without
     # a kubelet), the binder placed pods there, which nothing ran: smoke's gang timed out
     import os
@@ -1201,6 +1203,10 @@ def test_the_binder_places_pods_on_its_run_s_nodes_only(params: str, selector: s
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["selector"] == selector
     assert seen["labels"]["loadtest/run"] == "ab12" and seen["labels"]["loadtest"] == "true"
+    # nor does it place pods other than its run's: a target's own pending pod (a user's, while no
+    # scheduler ran) was bound to a load-test node, and that node's kubelet reported it Running
+    assert seen["pods"] == ("loadtest/run=ab12" if "run_id" in params else "")
+    assert seen["pod"]["loadtest/run"] == "ab12" and seen["pod"]["a"] == "b"
 
 
 def test_each_run_has_an_id_its_workers_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
