@@ -137,7 +137,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the --kubeconfig's context to use, as kubectl's --context (default: its current one)")
     p.add_argument("--token", help="bearer token for --target (default: from --kubeconfig)")
     p.add_argument("--users", type=_at_least(0), metavar="N",
-                   help="weighted users at the shape's peak (default: the scenario's)")
+                   help="weighted users at the shape's peak (churn's and kubelets' controllers, list-storm's "
+                        "operators, gang's training jobs); 0 runs only the clients the scenario has a fixed "
+                        "count of (default: the scenario's)")
     p.add_argument("--duration", type=_seconds, metavar="SECONDS",
                    help="length of the run, in seconds or as 90s, 10m, 1h (default: the scenario's)")
     p.add_argument("--shape", choices=sorted(shapes.SHAPES), help="load shape (default: the scenario's)")
