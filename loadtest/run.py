@@ -360,7 +360,9 @@ class _LoadStart:
     does not end it) starts there. Counted from the master's start instead, a worker that joined
     after the run's duration and a minute (a --quick smoke's 80 s, within --workers-wait's 120)
     met a run the harness had already ended, and no load ran. The log is read on from where the
-    last poll stopped, and not at all once the load has begun."""
+    last poll stopped, and not at all once the load has begun. Requests in Locust's statistics
+    start the clock too, should a master not say so (a Locust that words it otherwise): the run
+    is then timed from a moment late, never from before its workers joined."""
 
     def __init__(self, master_log: Path) -> None:
         self.path = master_log
@@ -370,8 +372,8 @@ class _LoadStart:
         self._offset = 0
         self._partial = b""              # a line the master has not finished writing
 
-    def poll(self) -> bool:
-        """Whether the load has begun."""
+    def poll(self, loaded: bool = False) -> bool:
+        """Whether the load has begun; ``loaded``: Locust's statistics count requests."""
         if self.at is not None:
             return True
         try:
@@ -379,7 +381,7 @@ class _LoadStart:
                 f.seek(self._offset)
                 chunk = f.read()
         except OSError:
-            return False
+            chunk = b""
         self._offset += len(chunk)
         *lines, self._partial = (self._partial + chunk).split(b"\n")
         for line in lines:
@@ -388,6 +390,8 @@ class _LoadStart:
                 self.joined = int(m.group(1) or m.group(2))
             if _SHAPE_STARTING in line:
                 self.at, self.epoch = time.monotonic(), time.time()
+        if self.at is None and loaded:
+            self.at, self.epoch = time.monotonic(), time.time()
         return self.at is not None
 
 
@@ -536,12 +540,12 @@ def _drive(args: argparse.Namespace, plan: scenarios.Plan, out: Path, targets: l
     try:
         while master.poll() is None:
             time.sleep(1.0)
-            began = clock.poll()
+            stats = _read_stats(out / "locust_stats.csv")
+            began = clock.poll(loaded=bool(_float_or_none(stats.get(("", "Aggregated"), {}).get("Request Count"))))
             if began and clock.at is not None and clock.epoch is not None:
                 load_started, load_epoch = clock.at, clock.epoch
             deadline = load_started + run_for if began else wait_deadline
             elapsed = time.monotonic() - load_started if began else 0.0
-            stats = _read_stats(out / "locust_stats.csv")
             phase = shapes.phase_at(plan.table, elapsed)
             if plan.until == "quota":
                 created, deleted = _count(stats, "POST", "pods"), _count(stats, "DELETE", "pods")

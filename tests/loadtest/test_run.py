@@ -610,6 +610,9 @@ def test_the_load_s_clock_starts_when_locust_s_master_starts_its_shape(tmp_path:
     at = clock.at
     assert at is not None and clock.epoch is not None
     assert clock.poll() and clock.at == at  # once
+    # a master that does not say so (another Locust's wording): requests in the statistics start it
+    quiet = run._LoadStart(tmp_path / "absent.log")
+    assert not quiet.poll() and quiet.poll(loaded=True) and quiet.at is not None
 
 
 def test_without_a_terminal_the_wait_for_workers_is_a_line_now_and_then(capsys: pytest.CaptureFixture[str]) -> None:
