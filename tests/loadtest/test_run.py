@@ -1516,3 +1516,19 @@ def test_the_report_command_lists_its_exit_codes(capsys: pytest.CaptureFixture[s
     for code, _ in run.EXIT_CODES:
         assert f"\n  {code:<5}" in codes, code
     assert "--no-fail-on-slo" in out
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """``python -m loadtest scenarios | head -1``: the harness stops quietly (exit 1) when the
+    reader of its stdout goes away, as a Unix command does, not with a BrokenPipeError."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "loadtest", "scenarios"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2])
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before it writes: its writes meet a closed pipe
+    with proc.stderr:
+        stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
