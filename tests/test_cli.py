@@ -702,6 +702,21 @@ def test_bench_lease_watch_prints_each_watcher_side_by_side(capsys: pytest.Captu
     assert all("over_none_us" in line for line in lines[1:])
 
 
+def test_bench_idle_measures_a_server_left_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """One server: its start's CPU, its idle CPU by part and its event loop's wake-ups, each a
+    JSON line; a server's loop has timers, so it wakes (and fewer than a thousand times a
+    second: a busy loop would)."""
+    assert cli.main(["bench", "idle", "--runs", "1", "--seconds", "1", "--settle", "0.5"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["metric"], line.get("part")) for line in lines] == [
+        ("start_cpu", "serve and its children, to /readyz"), ("idle_cpu", "own"), ("idle_cpu", "helpers"),
+        ("idle_cpu", "components"), ("idle_wakeups", "serve's event loop thread")]
+    assert all(line["bench"] == "idle" and len(line["runs"]) == 1 for line in lines)
+    assert lines[0]["value"] > 0.1  # a start costs imports, the store, the caches
+    assert 0 <= lines[1]["value"] < 1.0
+    assert 1 < lines[4]["value"] < 1000
+
+
 def test_bench_watchcache_resumes_compare_the_hinted_walk_with_the_naive_one(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", "watchcache", "--pods", "0", "--resumes", "4", "--resume-nodes", "50",

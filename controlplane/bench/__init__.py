@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "writes": "controlplane.bench.writes:main",
     "informer": "controlplane.bench.informer:main",
     "lease-watch": "controlplane.bench.leasewatch:main",
+    "idle": "controlplane.bench.idle:main",
 }
 
 BenchMain = Callable[[list[str]], int]
