@@ -767,21 +767,8 @@ def test_a_reflector_whose_list_fails_part_way_lists_again() -> None:
     assert seen == {**seen, "rv": "12", "count": 3, "synced": True, "listed": [["a", "b", "c"]]}
 
 
-_WATCH_LIST = r'''
-import json
-from loadtest.answer import Answer
-from loadtest.locustfiles.base import Reflector
-
-
-def added(name, rv):
-    event = {"type": "ADDED", "object": {"metadata": {"name": name, "resourceVersion": rv}}}
-    return json.dumps(event, separators=(",", ":")).encode() + b"\n"  # as the server writes it
-
-
-END = (b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"50",'
-       b'"annotations":{"k8s.io/initial-events-end":"true"}}}}\n')
-
-
+# a watch's answer as the reflector reads it (its status and lines): the two scripts below use it
+_FAKE_WATCH = r'''
 class Stream:
     def __init__(self, lines):
         self.lines = list(lines)
@@ -796,6 +783,22 @@ class Stream:
 class Resp:
     def __init__(self, status, lines=()):
         self.status_code, self._response = status, Stream(lines)
+'''
+
+
+_WATCH_LIST = r'''
+import json
+from loadtest.answer import Answer
+from loadtest.locustfiles.base import Reflector
+
+
+def added(name, rv):
+    event = {"type": "ADDED", "object": {"metadata": {"name": name, "resourceVersion": rv}}}
+    return json.dumps(event, separators=(",", ":")).encode() + b"\n"  # as the server writes it
+
+
+END = (b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"50",'
+       b'"annotations":{"k8s.io/initial-events-end":"true"}}}}\n')
 
 
 class User:
@@ -834,7 +837,7 @@ def test_a_watch_list_is_whole_at_its_end_bookmark_and_falls_back_to_a_list() ->
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _WATCH_LIST], capture_output=True, text=True, timeout=60,
+    proc = subprocess.run([sys.executable, "-c", _FAKE_WATCH + _WATCH_LIST], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -851,22 +854,6 @@ from loadtest.locustfiles.base import Reflector
 
 EXPIRED = (b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",'
            b'"reason":"Expired","code":410}}\n')
-
-
-class Stream:
-    def __init__(self, lines):
-        self.lines = list(lines)
-
-    def readline(self, sep):
-        return self.lines.pop(0) if self.lines else b""
-
-    def release(self):
-        pass
-
-
-class Resp:
-    def __init__(self, status, lines=()):
-        self.status_code, self._response = status, Stream(lines)
 
 
 class User:
@@ -901,7 +888,7 @@ def test_a_reflector_lists_from_the_watch_cache_first_and_consistently_after_a_4
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _RELIST], capture_output=True, text=True, timeout=60,
+    proc = subprocess.run([sys.executable, "-c", _FAKE_WATCH + _RELIST], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
