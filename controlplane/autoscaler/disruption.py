@@ -287,7 +287,8 @@ class Disruption:
         gone = excluded | {node_name, key(claim)}
         others = [n for n in existing if n.name not in gone and n.claim not in gone]
         trial = [SimNode(n.name, n.labels, n.taints, n.allocatable, dict(n.requested), n.node, list(n.pods),
-                         n.slices, n.nodepool, n.claim, devices=n.devices, claimed=list(n.claimed)) for n in others]
+                         n.slices, n.nodepool, n.claim, devices=n.devices, claimed=list(n.claimed),
+                         placed=n.placed) for n in others]
         plan = self.provisioner.plan(demands, trial, pools, self._usage(pools), self._overhead)
         if plan.unschedulable or (cheaper_than is not None and plan.claims and (
                 len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than)):

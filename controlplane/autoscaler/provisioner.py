@@ -328,14 +328,17 @@ class Provisioner:
         for node in existing:
             if sig in node.rejected:
                 continue
-            if node.node is None and not may_share_a_node(pod.obj, node.pods):
-                # (a NodeClaim still launching: the scheduler's plugins do not judge it)
+            if (node.node is None or node.placed) and not may_share_a_node(pod.obj, node.pods):
+                # a NodeClaim still launching, which the scheduler's plugins do not judge; or a node
+                # holding pods this plan placed (not bound yet), which they do not see: as
+                # Karpenter's topology records them
                 if _hostname_rules(pod.obj):
                     node.rejected.add(sig)
                 continue
             if self.fits(pod, node):
                 node.requested = add(node.requested, pod.requests)
                 node.pods.append(pod.obj)
+                node.placed += 1
                 if pod.claims:
                     node.claimed.append(pod)
                 plan.existing[pod.key] = node.name

@@ -82,7 +82,7 @@ class SimNode:
     allocatable: Resources
     requested: Resources = field(default_factory=dict)
     node: Obj | None = None          # the Node, if there is one
-    pods: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)  # its bound pods, then those the plan places there
     slices: list[Obj] = field(default_factory=list)  # its ResourceSlices (published or to publish)
     nodepool: str | None = None
     claim: str | None = None
@@ -91,6 +91,9 @@ class SimNode:
     # a node of an instance type not launched yet: its devices, and the pods with claims placed on it
     devices: DeviceModel | None = None
     claimed: list[PodDemand] = field(default_factory=list)
+    # how many of ``pods`` the plan placed (pending pods nominated here): a real node's scheduler
+    # plugins see only the bound ones
+    placed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -477,3 +477,39 @@ def test_pods_that_must_not_share_a_node_get_new_nodes_of_their_own() -> None:
     db["metadata"]["labels"], cache["metadata"]["labels"] = {"app": "db"}, {"app": "cache"}
     plan = Provisioner(CATALOG).plan(demands(anti("x"), db, cache), [], [pool()])
     assert [sorted(p.obj["metadata"]["name"] for p in c.pods) for c in plan.claims] == [["cache", "x"], ["db"]]
+
+
+def test_a_node_whose_pods_are_not_bound_yet_counts_those_the_plan_puts_there() -> None:
+    """A NodeClaim's node registered but its pods not bound yet (as Karpenter's node not
+    initialized): the scheduler's plugins see it empty, but the plan's earlier pods are there
+    as Karpenter's topology records them, so a second replica that must not share a node with
+    the first gets a new node in this batch, not a nomination the scheduler will refuse."""
+    def anti(name: str) -> dict:
+        p = pod(name, "500m", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "db"}}}]}})
+        p["metadata"]["labels"] = {"app": "db"}
+        return p
+
+    def spread(name: str) -> dict:
+        p = pod(name, "500m", topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": HOSTNAME,
+                                                           "whenUnsatisfiable": "DoNotSchedule",
+                                                           "labelSelector": {"matchLabels": {"app": "web"}}}])
+        p["metadata"]["labels"] = {"app": "web"}
+        return p
+
+    def registered() -> SimNode:
+        return SimNode("n1", Requirements.from_labels({ZONE: "zone-a", HOSTNAME: "n1"}), [],
+                       {"cpu": 8000, "memory": 32 * 2**30 * 1000, "pods": 50_000},
+                       node={"metadata": {"name": "n1"}},
+                       claim="default-x")
+
+    for make in (anti, spread):
+        node = registered()
+        plan = Provisioner(CATALOG).plan(demands(*(make(f"p{i}") for i in range(3))), [node], [pool()])
+        assert len(plan.existing) == 1 and set(plan.existing.values()) == {"n1"}, make
+        assert [len(c.pods) for c in plan.claims] == [1, 1], make
+    # a pod bound there already is the plugins' to judge (here, resource_fit's): alone it keeps nothing off
+    node = registered()
+    node.pods.append(anti("bound"))
+    plan = Provisioner(CATALOG).plan(demands(pod("other", "500m")), [node], [pool()])
+    assert plan.existing == {"default/other": "n1"}
