@@ -28,6 +28,7 @@ nodes in one: ``one_domain`` pins them to one zone, and one rack of it.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,7 +38,7 @@ from typing import Any
 from ..selectormatch import match_label_selector
 from .catalog import Catalog, Offering, Option
 from .devices import TypeDevices
-from .labels import INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, may_be_undefined, rack_name
+from .labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, RACK, RACKS_PER_ZONE, ZONE, may_be_undefined, rack_name
 from .nodepool import NodePoolView
 from .requirements import Requirement, Requirements, pod_requirement_terms, tolerates
 from .resources import Resources, add, fits, format_quantity, parse_resources, pod_requests
@@ -49,6 +50,7 @@ __all__ = ["NewClaim", "Plan", "Provisioner", "cheapest", "choose", "daemon_over
 Obj = dict[str, Any]
 
 MAX_INSTANCE_TYPES = 60  # Karpenter hands a NodeClaim at most this many, cheapest first
+MAX_SPREAD_TRIES = 32    # the domains (one of each spread key) a spread pod's new node is tried in, emptiest first
 
 
 @dataclass(slots=True)
@@ -144,6 +146,8 @@ class Plan:
     refused: dict[object, dict[str, str]] = field(default_factory=dict)
     # shared claim (namespace/name) -> the node, or new node, the first of its pods went to: the others follow
     homes: dict[str, SimNode | NewClaim] = field(default_factory=dict)
+    # (pod signature, key, the spread's node policies) -> the domains a spread constraint counts
+    domains: dict[tuple[object, ...], frozenset[str]] = field(default_factory=dict)
 
 
 def daemon_overhead(daemonsets: Iterable[Obj], pools: Iterable[NodePoolView]) -> dict[str, Resources]:
@@ -210,29 +214,17 @@ class Provisioner:
             if any(c.key in plan.homes for c in pod.shared):
                 self._onto_home(pod, plan)
                 continue
-            spread = zone_spread(pod.obj)
-            if spread:
-                placed = self._spread_over_zones(pod, spread, existing, pools, plan)
-                if isinstance(placed, str):
-                    plan.unschedulable[pod.key] = placed
-                    continue
-                where: SimNode | NewClaim | None = placed
-                for c in pod.shared:
-                    plan.homes[c.key] = placed
+            while isinstance(placed := self._place(pod, existing, pools, plan), str):
+                # Karpenter's relaxation: a ScheduleAnyway spread is held to until the pod fits nowhere
+                relaxed = _relaxed(pod)
+                if relaxed is None:
+                    break
+                pod = relaxed
+            if isinstance(placed, str):
+                plan.unschedulable[pod.key] = placed
                 continue
-            sig = pod.signature
-            where = self._onto_existing(pod, sig, existing, plan) or self._onto_new(pod, sig, plan, plan.claims)
-            if where is None:
-                where = self._open(pod, pools, plan)
-                if where is None:
-                    unmet = plan.inflexible.get(sig)
-                    refused = plan.refused.get(sig)
-                    plan.unschedulable[pod.key] = (min_values_message(unmet) if unmet else "; ".join(refused.values())
-                                                   if refused else "no NodePool and instance type can hold the pod")
-                    continue
-                plan.claims.append(where)
             for c in pod.shared:
-                plan.homes[c.key] = where
+                plan.homes[c.key] = placed
         if any(r.min_values is not None for c in plan.claims for r in c.requirements.values()):
             # Karpenter's Truncate: the instance types a NodeClaim names must still meet minValues
             kept = []
@@ -244,6 +236,21 @@ class Provisioner:
                     kept.append(claim)
             plan.claims = kept
         return plan
+
+    def _place(self, pod: PodDemand, existing: Sequence[SimNode], pools: Sequence[NodePoolView],
+               plan: Plan) -> SimNode | NewClaim | str:
+        """Where the pod goes (an existing node, a node this plan opened, a new one), or why nowhere."""
+        spread = [s for s in spreads(pod.obj) if s.key != HOSTNAME]  # (hostname: may_share_a_node)
+        if spread:
+            return self._spread(pod, spread, existing, pools, plan)
+        sig = pod.signature
+        where = self._onto_existing(pod, sig, existing, plan) or self._onto_new(pod, sig, plan, plan.claims)
+        if where is None:
+            where = self._open(pod, pools, plan)
+            if where is None:
+                return _why_not(plan, sig)
+            plan.claims.append(where)
+        return where
 
     def static_claim(self, pool: NodePoolView, overhead: Resources | None = None) -> NewClaim | None:
         """A node of a static NodePool (``replicas``), launched for no pod: the instance types its
@@ -257,51 +264,110 @@ class Provisioner:
         claim = NewClaim(pool, pool.requirements, options, requested=requested)
         return claim if cheapest(claim.options, claim.requirements) is not None else None
 
-    def _spread_over_zones(self, pod: PodDemand, spread: list[tuple[int, Obj]], existing: Sequence[SimNode],
-                           pools: Sequence[NodePoolView], plan: Plan) -> SimNode | NewClaim | str:
-        """Place a pod whose topologySpreadConstraints on the zone say DoNotSchedule, as
-        Karpenter's topology: the zones it may go to are those where one more matching pod keeps
-        every constraint's skew (the matching pods counted on the existing nodes, and on the new
-        nodes of this plan pinned to a zone; the domains are the zones the pod's affinity allows
-        of those the NodePools offer and the existing nodes are in). An existing node in one of
-        them if one fits; else a new node pinned to one zone, the emptiest first, joining one of
-        this plan's or opening one. Where it went, or why it cannot go anywhere."""
-        domains = self._zone_domains(pod, existing, pools)
-        counts = [_zone_counts(pod.obj, selector, existing, plan) for _, selector in spread]
-        allowed = [z for z in sorted(domains) if all(
-            c.get(z, 0) + 1 - min((c.get(d, 0) for d in domains), default=0) <= skew
-            for (skew, _), c in zip(spread, counts, strict=True))]
-        if not allowed:
-            return "incompatible with the pod's topology spread constraints: no zone keeps their skew"
-        anywhere = _in_zones(pod, allowed)
+    def _spread(self, pod: PodDemand, spread: list[Spread], existing: Sequence[SimNode],
+                pools: Sequence[NodePoolView], plan: Plan) -> SimNode | NewClaim | str:
+        """Place a pod with topologySpreadConstraints on keys other than the hostname, as
+        Karpenter's topology: on each key, the domains it may go to are those where one more
+        matching pod (if it matches itself) keeps every constraint's skew over the domains its
+        node affinity allows (the global minimum 0 while fewer than ``minDomains`` are). The
+        matching pods are counted on the existing nodes and on this plan's new nodes pinned to a
+        domain, those of the nodes the constraint's node filter takes (``nodeAffinityPolicy``,
+        ``nodeTaintsPolicy``); the domains are those ``_domains`` finds. An existing node in
+        allowed domains if one fits; else a new node pinned to a domain of each key, the
+        emptiest first, joining one of this plan's or opening one. Where it went, or why not."""
+        allowed: dict[str, list[str]] = {}
+        load: dict[tuple[str, str], int] = {}
+        for s in spread:
+            domains = self._domains(s, pod, existing, pools, plan)
+            own = {d for d in domains if any(term.get(s.key) is None or term[s.key].allows(d) for term in pod.terms)}
+            counts = _counts(pod, s, existing, plan)
+            least = min((counts.get(d, 0) for d in own), default=0)
+            if s.min_domains is not None and len(own) < s.min_domains:
+                least = 0  # (KEP-3022: too few domains, as if an empty one were there)
+            mine = 1 if _selects(pod.obj, s) else 0
+            ok = {d for d in own if counts.get(d, 0) + mine - least <= s.skew}
+            allowed[s.key] = sorted(ok & set(allowed[s.key])) if s.key in allowed else sorted(ok)
+            for d in ok:
+                load[(s.key, d)] = load.get((s.key, d), 0) + counts.get(d, 0)
+        for k, values in allowed.items():
+            if not values:
+                return f"incompatible with the pod's topology spread constraints: no {k} domain keeps their skew"
+        anywhere = _in_domains(pod, allowed)
         node = self._onto_existing(anywhere, anywhere.signature, existing, plan)
         if node is not None:
             return node
+        keys = sorted(allowed)
+        combos = sorted(itertools.product(*(allowed[k] for k in keys)),
+                        key=lambda c: (sum(load[(k, d)] for k, d in zip(keys, c, strict=True)), c))
         first = None
-        for zone in sorted(allowed, key=lambda z: (sum(c.get(z, 0) for c in counts), z)):
-            one = _in_zones(pod, [zone])
+        for combo in combos[:MAX_SPREAD_TRIES]:
+            one = _in_domains(pod, {k: [d] for k, d in zip(keys, combo, strict=True)})
             first = first or one.signature
             where = self._onto_new(one, one.signature, plan, plan.claims)
             if where is None and (where := self._open(one, pools, plan)) is not None:
                 plan.claims.append(where)
             if where is not None:
                 return where
-        unmet, refused = plan.inflexible.get(first), plan.refused.get(first)  # the emptiest zone's reasons
-        return (min_values_message(unmet) if unmet else "; ".join(refused.values()) if refused
-                else "no NodePool and instance type can hold the pod")
+        return _why_not(plan, first)  # the emptiest domain's reasons
 
-    def _zone_domains(self, pod: PodDemand, existing: Sequence[SimNode], pools: Sequence[NodePoolView]) -> set[str]:
-        """The zones a spread constraint counts (Karpenter's: the NodePools' offerings, and the
-        existing nodes', those the pod's node affinity allows; taints not considered, as
-        ``nodeTaintsPolicy: Ignore``)."""
-        zones = {o.zone for opt in self.catalog for o in opt.offerings}
-        out = {z for z in zones if any(pool.requirements.get(ZONE) is None or pool.requirements[ZONE].allows(z)
-                                       for pool in pools)}
+    def _domains(self, s: Spread, pod: PodDemand, existing: Sequence[SimNode], pools: Sequence[NodePoolView],
+                 plan: Plan) -> frozenset[str]:
+        """The domains of ``s.key`` the constraint counts, as Karpenter's domain groups: the
+        values its new nodes can take (the zones and capacity types of the offerings, this
+        provider's racks of those zones, the values an ``In`` of the NodePool's requirements,
+        template labels or the instance types' labels gives the key) in the NodePools whose
+        requirements meet a term of the pod's node affinity (unless ``nodeAffinityPolicy:
+        Ignore``) and whose taints it tolerates (with ``nodeTaintsPolicy: Honor``); and the
+        existing nodes' values (their labels and taints held to the same)."""
+        cache_key = (pod.signature, s.key, s.honor_affinity, s.honor_taints)
+        cached = plan.domains.get(cache_key)
+        if cached is not None:
+            return cached
+        out: set[str] = set()
+        for pool in pools:
+            if s.honor_taints and not all(tolerates(pod.tolerations, t) for t in pool.taints
+                                          if t.get("effect") in ("NoSchedule", "NoExecute")):
+                continue
+            terms = [pool.requirements.intersect(t) for t in pod.terms
+                     if pool.requirements.intersects(t) and pool.requirements.undefined(t, may_be_undefined) is None]
+            if not s.honor_affinity:
+                terms = [pool.requirements]
+            for reqs in terms:
+                out |= self._new_values(s.key, reqs)
         for n in existing:
-            r = n.labels.get(ZONE)
-            if r is not None and (z := r.single()) is not None:
-                out.add(z)
-        return {z for z in out if any(term.get(ZONE) is None or term[ZONE].allows(z) for term in pod.terms)}
+            r = n.labels.get(s.key)
+            if r is None or (value := r.single()) is None:
+                continue
+            if s.honor_affinity and not any(n.labels.compatible(t) for t in pod.terms):
+                continue
+            if s.honor_taints and not all(tolerates(pod.tolerations, t) for t in n.taints
+                                          if t.get("effect") in ("NoSchedule", "NoExecute")):
+                continue
+            out.add(value)
+        plan.domains[cache_key] = frozenset(out)
+        return plan.domains[cache_key]
+
+    def _new_values(self, key: str, reqs: Requirements) -> set[str]:
+        """The values of label ``key`` a new node of ``reqs`` can have."""
+        out: set[str] = set()
+        own = reqs.get(key)
+        for o in self.catalog:
+            if not o.requirements.intersects(reqs):
+                continue
+            merged = reqs.intersect(o.requirements)
+            if key in (ZONE, CAPACITY_TYPE, RACK):
+                for off in o.offerings:
+                    if o.cheapest(merged.intersect(Requirements([Requirement(ZONE, False, frozenset((off.zone,))),
+                                                                  Requirement(CAPACITY_TYPE, False,
+                                                                              frozenset((off.capacity_type,)))]))):
+                        if key == RACK:
+                            racks = (rack_name(off.zone, i) for i in range(RACKS_PER_ZONE))
+                            out.update(rack for rack in racks if own is None or own.allows(rack))
+                        else:
+                            out.add(off.zone if key == ZONE else off.capacity_type)
+            elif (r := merged.get(key)) is not None and not r.complement:
+                out.update(v for v in r.values if r.allows(v))
+        return out
 
     def _onto_home(self, pod: PodDemand, plan: Plan) -> None:
         """Place a pod where a claim it shares went with an earlier pod (the scheduler puts it
@@ -503,24 +569,58 @@ class Provisioner:
         return {k: limit - used.get(k, 0) for k, limit in pool.limits.items()}
 
 
-def zone_spread(pod: Obj) -> list[tuple[int, Obj]]:
-    """The pod's topologySpreadConstraints a new node must keep: on the zone, DoNotSchedule, as
-    (maxSkew, the label selector with its matchLabelKeys' values)."""
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """A pod's topologySpreadConstraint, as Karpenter's topology holds it."""
+
+    key: str
+    skew: int
+    selector: Obj                # the labelSelector with its matchLabelKeys' values
+    min_domains: int | None
+    honor_affinity: bool         # nodeAffinityPolicy: Honor (the default)
+    honor_taints: bool           # nodeTaintsPolicy: Honor (Ignore by default)
+    soft: bool                   # whenUnsatisfiable: ScheduleAnyway
+
+
+def spreads(pod: Obj) -> list[Spread]:
+    """The pod's topologySpreadConstraints. ScheduleAnyway ones too: Karpenter holds a new node
+    to them until the pod fits nowhere (``_relaxed``)."""
     out = []
     labels = (pod.get("metadata") or {}).get("labels") or {}
     for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or ():
-        if c.get("topologyKey") != ZONE or c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
-            continue
         selector = dict(c.get("labelSelector") or {})
         keys = [k for k in c.get("matchLabelKeys") or () if k in labels]
         if keys:
             selector["matchExpressions"] = [*(selector.get("matchExpressions") or ()),
                                             *({"key": k, "operator": "In", "values": [labels[k]]} for k in keys)]
-        out.append((int(c.get("maxSkew") or 1), selector))
+        least = c.get("minDomains")
+        out.append(Spread(str(c.get("topologyKey") or ""), int(c.get("maxSkew") or 1), selector,
+                          int(least) if least is not None else None,
+                          c.get("nodeAffinityPolicy") != "Ignore", c.get("nodeTaintsPolicy") == "Honor",
+                          c.get("whenUnsatisfiable") == "ScheduleAnyway"))
     return out
 
 
-HOSTNAME = "kubernetes.io/hostname"
+def _relaxed(pod: PodDemand) -> PodDemand | None:
+    """The pod less its first ScheduleAnyway spread constraint (Karpenter's
+    ``removeTopologySpreadScheduleAnyway``); None if it has none left."""
+    spec = pod.obj.get("spec") or {}
+    constraints = list(spec.get("topologySpreadConstraints") or ())
+    for i, c in enumerate(constraints):
+        if c.get("whenUnsatisfiable") == "ScheduleAnyway":
+            obj = {**pod.obj, "spec": {**spec, "topologySpreadConstraints": constraints[:i] + constraints[i + 1:]}}
+            return dataclasses.replace(pod, obj=obj)
+    return None
+
+
+def _selects(pod: Obj, s: Spread) -> bool:
+    return match_label_selector(s.selector, (pod.get("metadata") or {}).get("labels") or {})
+
+
+def _why_not(plan: Plan, sig: object) -> str:
+    unmet, refused = plan.inflexible.get(sig), plan.refused.get(sig)
+    return (min_values_message(unmet) if unmet else "; ".join(refused.values()) if refused
+            else "no NodePool and instance type can hold the pod")
 
 
 def may_share_a_node(pod: Obj, others: Sequence[Obj]) -> bool:
@@ -530,18 +630,17 @@ def may_share_a_node(pod: Obj, others: Sequence[Obj]) -> bool:
     can always be had, so the least loaded hostname holds none)."""
     if not others:
         return True
-    spec = pod.get("spec") or {}
     for term in _hostname_anti_affinity(pod):
         if any(_term_matches(pod, term, o) for o in others):
             return False
     for o in others:
         if any(_term_matches(o, term, pod) for term in _hostname_anti_affinity(o)):
             return False
-    for c in spec.get("topologySpreadConstraints") or ():
-        if c.get("topologyKey") != HOSTNAME or c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+    for s in spreads(pod):
+        if s.key != HOSTNAME:
             continue
-        term = {"labelSelector": c.get("labelSelector")}
-        if sum(1 for o in others if _term_matches(pod, term, o)) + 1 > int(c.get("maxSkew") or 1):
+        term = {"labelSelector": s.selector}
+        if sum(1 for o in others if _term_matches(pod, term, o)) + _selects(pod, s) > s.skew:
             return False
     return True
 
@@ -571,30 +670,43 @@ def _term_matches(owner: Obj, term: Obj, other: Obj) -> bool:
     return selector is not None and match_label_selector(selector, meta.get("labels") or {})
 
 
-def _zone_counts(pod: Obj, selector: Obj, existing: Sequence[SimNode], plan: Plan) -> dict[str, int]:
-    """The pods of ``pod``'s namespace ``selector`` matches, per zone: on the existing nodes (with
-    those this plan put there), and on this plan's new nodes pinned to a zone."""
-    namespace = (pod.get("metadata") or {}).get("namespace")
+def _counts(pod: PodDemand, s: Spread, existing: Sequence[SimNode], plan: Plan) -> dict[str, int]:
+    """The pods of ``pod``'s namespace ``s`` selects, per domain of ``s.key``: on the existing
+    nodes (with those this plan put there) and on this plan's new nodes pinned to a domain, of
+    the nodes the constraint's node filter takes (their labels meet a term of the pod's node
+    affinity, unless ``nodeAffinityPolicy: Ignore``; with ``nodeTaintsPolicy: Honor``, the pod
+    tolerates their taints)."""
+    namespace = (pod.obj.get("metadata") or {}).get("namespace")
 
     def matching(pods: Iterable[Obj]) -> int:
         return sum(1 for p in pods if (p.get("metadata") or {}).get("namespace") == namespace
-                   and match_label_selector(selector, (p.get("metadata") or {}).get("labels") or {}))
+                   and _selects(p, s))
+
+    def taken(labels: Requirements, taints: Iterable[Obj], compatible: Callable[[Requirements], bool]) -> bool:
+        if s.honor_affinity and not any(compatible(t) for t in pod.terms):
+            return False
+        return not s.honor_taints or all(tolerates(pod.tolerations, t) for t in taints
+                                         if t.get("effect") in ("NoSchedule", "NoExecute"))
 
     counts: dict[str, int] = {}
     for n in existing:
-        r = n.labels.get(ZONE)
-        if r is not None and (z := r.single()) is not None:
-            counts[z] = counts.get(z, 0) + matching(n.pods)
+        r = n.labels.get(s.key)
+        if r is not None and (d := r.single()) is not None and taken(n.labels, n.taints, n.labels.compatible):
+            counts[d] = counts.get(d, 0) + matching(n.pods)
     for c in plan.claims:
-        r = c.requirements.get(ZONE)
-        if r is not None and (z := r.single()) is not None:
-            counts[z] = counts.get(z, 0) + matching(p.obj for p in c.pods)
+        r = c.requirements.get(s.key)
+        if r is not None and (d := r.single()) is not None and taken(c.requirements, c.pool.taints,
+                                                                     c.requirements.intersects):
+            counts[d] = counts.get(d, 0) + matching(p.obj for p in c.pods)
     return counts
 
 
-def _in_zones(pod: PodDemand, zones: Sequence[str]) -> PodDemand:
-    """``pod`` with its node affinity narrowed to ``zones``."""
-    only = Requirements([Requirement(ZONE, False, frozenset(zones))])
+def _in_domains(pod: PodDemand, domains: Mapping[str, Sequence[str]]) -> PodDemand:
+    """``pod`` with its node affinity narrowed to ``domains`` (by key; a rack pins its zone too)."""
+    pins = [Requirement(k, False, frozenset(v)) for k, v in domains.items()]
+    if RACK in domains and ZONE not in domains:
+        pins.append(Requirement(ZONE, False, frozenset(r.rsplit("-rack-", 1)[0] for r in domains[RACK])))
+    only = Requirements(pins)
     return dataclasses.replace(pod, terms=tuple(term.intersect(only) for term in pod.terms))
 
 

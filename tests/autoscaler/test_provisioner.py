@@ -513,3 +513,94 @@ def test_a_node_whose_pods_are_not_bound_yet_counts_those_the_plan_puts_there() 
     node.pods.append(anti("bound"))
     plan = Provisioner(CATALOG).plan(demands(pod("other", "500m")), [node], [pool()])
     assert plan.existing == {"default/other": "n1"}
+
+
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+
+
+def _spread_on(name: str, key: str, *, when: str = "DoNotSchedule", labels: dict | None = None, **extra: Any) -> dict:
+    p = pod(name, "1", topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": when,
+                                                   "labelSelector": {"matchLabels": {"app": "web"}}, **extra}])
+    p["metadata"]["labels"] = {"app": "web", **(labels or {})}
+    return p
+
+
+def _spreading(key: str, n: int, pools: list, existing: list | None = None, **kw: Any) -> Any:
+    return Provisioner(CATALOG).plan(demands(*(_spread_on(f"w{i}", key, **kw) for i in range(n))), existing or [],
+                                     pools)
+
+
+def test_new_nodes_spread_pods_over_any_key_with_known_values() -> None:
+    """As Karpenter's domain groups: a spread on the capacity type, this provider's racks, or
+    a label a NodePool's requirements give values pins each new node to one value, the
+    emptiest, where the zone alone put them all on one node."""
+    both = pool(requirements=[{"key": CAPACITY_TYPE, "operator": "In", "values": ["spot", "on-demand"]}])
+    plan = _spreading(CAPACITY_TYPE, 2, [both])
+    assert sorted(c.launch[1].capacity_type for c in plan.claims) == ["on-demand", "spot"]
+    plan = _spreading(RACK, 3, [pool()])
+    racks = [c.requirements[RACK].single() for c in plan.claims]
+    assert len(set(racks)) == 3 and all(racks)
+    assert all(c.launch[1].zone == c.requirements[RACK].single().rsplit("-rack-", 1)[0] for c in plan.claims)
+    custom = pool(requirements=[{"key": "example.com/rack", "operator": "In", "values": ["r1", "r2"]}])
+    plan = _spreading("example.com/rack", 4, [custom])
+    assert sorted(c.requirements["example.com/rack"].single() for c in plan.claims for _ in c.pods) == \
+        ["r1", "r1", "r2", "r2"]
+    assert not plan.unschedulable
+
+
+def test_schedule_anyway_is_held_to_until_the_pod_fits_nowhere() -> None:
+    """As Karpenter's preferences: a ScheduleAnyway spread is kept as a DoNotSchedule one is,
+    and dropped only for a pod no node can then hold."""
+    plan = _spreading(ZONE, 3, [pool()], when="ScheduleAnyway")
+    assert zones(plan) == ["zone-a", "zone-b", "zone-c"]
+    # zone-a holds one already, zone-b has a full node and no NodePool: only zone-b keeps the skew
+    only_a = pool(requirements=[{"key": ZONE, "operator": "In", "values": ["zone-a"]}])
+
+    def existing() -> list:
+        full = {"cpu": 0, "memory": 0, "pods": 0}
+        return [SimNode("n-a", Requirements.from_labels({ZONE: "zone-a"}), [], dict(full), pods=[_spread("old")]),
+                SimNode("n-b", Requirements.from_labels({ZONE: "zone-b"}), [], dict(full))]
+
+    plan = _spreading(ZONE, 1, [only_a], existing())
+    why = plan.unschedulable["default/w0"]  # the NodePool's reason for the one zone it could go to
+    assert not plan.claims and why.startswith('incompatible with nodepool "default"') and "In [zone-b]" in why
+    plan = _spreading(ZONE, 1, [only_a], existing(), when="ScheduleAnyway")
+    assert zones(plan) == ["zone-a"] and not plan.unschedulable
+
+
+def test_min_domains_and_match_label_keys() -> None:
+    """minDomains above the domains there are makes the global minimum 0 (KEP-3022), so each
+    zone takes maxSkew pods; matchLabelKeys count only the pods of the pod's own revision, on
+    the hostname too."""
+    assert len(_spreading(ZONE, 4, [pool()]).unschedulable) == 0
+    plan = _spreading(ZONE, 4, [pool()], minDomains=5)
+    assert zones(plan) == ["zone-a", "zone-b", "zone-c"] and len(plan.unschedulable) == 1
+    revisions = [_spread_on(f"w{i}", HOSTNAME, labels={"pod-template-hash": f"h{i}"},
+                            matchLabelKeys=["pod-template-hash"]) for i in range(2)]
+    plan = Provisioner(CATALOG).plan(demands(*revisions), [], [pool()])
+    assert [len(c.pods) for c in plan.claims] == [2]
+    assert [len(c.pods) for c in _spreading(HOSTNAME, 2, [pool()]).claims] == [1, 1]
+
+
+def test_node_inclusion_policies_choose_the_domains_counted() -> None:
+    """nodeAffinityPolicy Honor (the default) counts only the zones the pod's node affinity
+    can have a node in; Ignore counts them all. nodeTaintsPolicy Ignore (the default) counts
+    the zones of a NodePool whose taints the pod does not tolerate; Honor does not."""
+    team = pool("team", requirements=[{"key": ZONE, "operator": "In", "values": ["zone-a"]},
+                                      {"key": "example.com/team", "operator": "In", "values": ["x"]}])
+    other = pool("other", requirements=[{"key": ZONE, "operator": "In", "values": ["zone-b", "zone-c"]}])
+
+    def on_team(policy: str) -> Any:
+        pods = [_spread_on(f"w{i}", ZONE, nodeAffinityPolicy=policy) for i in range(2)]
+        for p in pods:
+            p["spec"]["nodeSelector"] = {"example.com/team": "x"}
+        return Provisioner(CATALOG).plan(demands(*pods), [], [team, other])
+
+    assert not on_team("Honor").unschedulable and set(zones(on_team("Honor"))) == {"zone-a"}
+    assert len(on_team("Ignore").unschedulable) == 1
+    plain = pool("plain", requirements=[{"key": ZONE, "operator": "In", "values": ["zone-a"]}])
+    tainted = pool("tainted", requirements=[{"key": ZONE, "operator": "In", "values": ["zone-b"]}],
+                   template={"taints": [{"key": "gpu", "effect": "NoSchedule"}]})
+    assert len(_spreading(ZONE, 2, [plain, tainted]).unschedulable) == 1
+    plan = _spreading(ZONE, 2, [plain, tainted], nodeTaintsPolicy="Honor")
+    assert not plan.unschedulable and set(zones(plan)) == {"zone-a"}
