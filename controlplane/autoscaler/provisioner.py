@@ -207,6 +207,7 @@ class Provisioner:
         (``daemon_overhead``). ``existing`` nodes' ``requested`` grow with the pods placed on them."""
         plan = Plan(usage=usage or {}, overhead=overhead or {})
         pools = sorted(pools, key=lambda p: (-p.weight, p.name))
+        waiting: list[PodDemand] = []
         for pod in sorted(pods, key=_size, reverse=True):
             if pod.unschedulable is not None:
                 plan.unschedulable[pod.key] = pod.unschedulable  # on every node, as the scheduler's PreFilter
@@ -214,17 +215,15 @@ class Provisioner:
             if any(c.key in plan.homes for c in pod.shared):
                 self._onto_home(pod, plan)
                 continue
-            while isinstance(placed := self._place(pod, existing, pools, plan), str):
-                # Karpenter's relaxation: a ScheduleAnyway spread is held to until the pod fits nowhere
-                relaxed = _relaxed(pod)
-                if relaxed is None:
-                    break
-                pod = relaxed
-            if isinstance(placed, str):
-                plan.unschedulable[pod.key] = placed
-                continue
-            for c in pod.shared:
-                plan.homes[c.key] = placed
+            if not self._settle(pod, existing, pools, plan):
+                waiting.append(pod)
+        # as Karpenter's queue, pods that must be with others are tried again while one more gets a place
+        # (those they must be with may have been placed after them)
+        while waiting:
+            left = [p for p in waiting if not self._settle(p, existing, pools, plan)]
+            if len(left) == len(waiting):
+                break
+            waiting = left
         if any(r.min_values is not None for c in plan.claims for r in c.requirements.values()):
             # Karpenter's Truncate: the instance types a NodeClaim names must still meet minValues
             kept = []
@@ -237,20 +236,100 @@ class Provisioner:
             plan.claims = kept
         return plan
 
+    def _settle(self, pod: PodDemand, existing: Sequence[SimNode], pools: Sequence[NodePoolView],
+                plan: Plan) -> bool:
+        """Place the pod (relaxing its ScheduleAnyway spreads, as Karpenter's preferences, while it
+        fits nowhere), or record why not. False if it may fit once other pods are placed: it
+        must be with pods not placed yet."""
+        while isinstance(placed := self._place(pod, existing, pools, plan), str):
+            relaxed = _relaxed(pod)
+            if relaxed is None:
+                break
+            pod = relaxed
+        if isinstance(placed, str):
+            plan.unschedulable[pod.key] = placed
+            return not placed.startswith(NO_PODS_TO_BE_WITH)
+        plan.unschedulable.pop(pod.key, None)
+        for c in pod.shared:
+            plan.homes[c.key] = placed
+        return True
+
     def _place(self, pod: PodDemand, existing: Sequence[SimNode], pools: Sequence[NodePoolView],
                plan: Plan) -> SimNode | NewClaim | str:
         """Where the pod goes (an existing node, a node this plan opened, a new one), or why nowhere."""
+        hosts = self._hosts(pod, existing, plan)
+        if isinstance(hosts, str):
+            return hosts
+        nodes, claims, may_open = hosts
         spread = [s for s in spreads(pod.obj) if s.key != HOSTNAME]  # (hostname: may_share_a_node)
-        if spread:
-            return self._spread(pod, spread, existing, pools, plan)
+        affine = self._affine_domains(pod, existing, pools, plan)
+        if isinstance(affine, str):
+            return affine
+        if spread or affine:
+            return self._spread(pod, spread, affine, existing, pools, plan, hosts)
         sig = pod.signature
-        where = self._onto_existing(pod, sig, existing, plan) or self._onto_new(pod, sig, plan, plan.claims)
+        where = self._onto_existing(pod, sig, nodes, plan) or self._onto_new(pod, sig, plan, claims, alone=may_open)
         if where is None:
-            where = self._open(pod, pools, plan)
+            where = self._open(pod, pools, plan) if may_open else None
             if where is None:
                 return _why_not(plan, sig)
             plan.claims.append(where)
         return where
+
+    def _hosts(self, pod: PodDemand, existing: Sequence[SimNode], plan: Plan,
+               ) -> tuple[Sequence[SimNode], Sequence[NewClaim], bool] | str:
+        """The nodes the pod's required pod affinity on the hostname lets it go to, as Karpenter's
+        topology: for each term, those holding a pod it selects (bound, or placed by this plan);
+        if none does, any node when the pod selects itself (the first of its kind), else none.
+        The existing nodes, this plan's nodes, and whether it may open one (not if it must join
+        others: then also whatever joining costs)."""
+        terms = [t for t in _required_affinity(pod.obj) if t.get("topologyKey") == HOSTNAME]
+        nodes: Sequence[SimNode] = existing
+        claims: Sequence[NewClaim] = plan.claims
+        may_open = True
+        for t in terms:
+            with_nodes = [n for n in existing if any(_term_matches(pod.obj, t, o) for o in n.pods)]
+            with_claims = [c for c in plan.claims if any(_term_matches(pod.obj, t, p.obj) for p in c.pods)]
+            if with_nodes or with_claims:
+                nodes = [n for n in nodes if any(n is m for m in with_nodes)]
+                claims = [c for c in claims if any(c is m for m in with_claims)]
+                may_open = False
+            elif not _term_matches(pod.obj, t, pod.obj):
+                return f"{NO_PODS_TO_BE_WITH} on its node (pod affinity on {HOSTNAME})"
+        return nodes, claims, may_open
+
+    def _affine_domains(self, pod: PodDemand, existing: Sequence[SimNode], pools: Sequence[NodePoolView],
+                        plan: Plan) -> dict[str, list[str]] | str:
+        """The domains the pod's required pod affinity on other keys than the hostname lets it go
+        to, by key, as Karpenter's topology: for each term, those holding a pod it selects (on an
+        existing node, or on a new node of this plan pinned to the domain) that its node affinity
+        allows; if none does, every domain of the key (``_domains``) when the pod selects itself,
+        else none (why, then)."""
+        out: dict[str, list[str]] = {}
+        for t in _required_affinity(pod.obj):
+            key = str(t.get("topologyKey") or "")
+            if key == HOSTNAME:
+                continue
+            found: set[str] = set()
+            for n in existing:
+                r = n.labels.get(key)
+                if r is not None and (d := r.single()) is not None and any(_term_matches(pod.obj, t, o)
+                                                                           for o in n.pods):
+                    found.add(d)
+            for c in plan.claims:
+                r = c.requirements.get(key)
+                if r is not None and (d := r.single()) is not None and any(_term_matches(pod.obj, t, p.obj)
+                                                                           for p in c.pods):
+                    found.add(d)
+            found = {d for d in found if any(term.get(key) is None or term[key].allows(d) for term in pod.terms)}
+            if not found:
+                if not _term_matches(pod.obj, t, pod.obj):
+                    return f"{NO_PODS_TO_BE_WITH} in its {key} domain (pod affinity on {key})"
+                found = set(self._domains(Spread(key, 0, {}, None, True, False, False), pod, existing, pools, plan))
+            out[key] = sorted(found & set(out[key])) if key in out else sorted(found)
+            if not out[key]:
+                return f"{NO_PODS_TO_BE_WITH} in one {key} domain (pod affinity on {key})"
+        return out
 
     def static_claim(self, pool: NodePoolView, overhead: Resources | None = None) -> NewClaim | None:
         """A node of a static NodePool (``replicas``), launched for no pod: the instance types its
@@ -264,8 +343,9 @@ class Provisioner:
         claim = NewClaim(pool, pool.requirements, options, requested=requested)
         return claim if cheapest(claim.options, claim.requirements) is not None else None
 
-    def _spread(self, pod: PodDemand, spread: list[Spread], existing: Sequence[SimNode],
-                pools: Sequence[NodePoolView], plan: Plan) -> SimNode | NewClaim | str:
+    def _spread(self, pod: PodDemand, spread: list[Spread], affine: Mapping[str, list[str]],
+                existing: Sequence[SimNode], pools: Sequence[NodePoolView], plan: Plan,
+                hosts: tuple[Sequence[SimNode], Sequence[NewClaim], bool]) -> SimNode | NewClaim | str:
         """Place a pod with topologySpreadConstraints on keys other than the hostname, as
         Karpenter's topology: on each key, the domains it may go to are those where one more
         matching pod (if it matches itself) keeps every constraint's skew over the domains its
@@ -274,8 +354,10 @@ class Provisioner:
         domain, those of the nodes the constraint's node filter takes (``nodeAffinityPolicy``,
         ``nodeTaintsPolicy``); the domains are those ``_domains`` finds. An existing node in
         allowed domains if one fits; else a new node pinned to a domain of each key, the
-        emptiest first, joining one of this plan's or opening one. Where it went, or why not."""
-        allowed: dict[str, list[str]] = {}
+        emptiest first, joining one of this plan's or opening one. ``affine``: the domains its pod
+        affinity allows, by key; ``hosts``: the nodes its pod affinity on the hostname allows
+        (``_hosts``). Where it went, or why not."""
+        allowed: dict[str, list[str]] = dict(affine)
         load: dict[tuple[str, str], int] = {}
         for s in spread:
             domains = self._domains(s, pod, existing, pools, plan)
@@ -289,11 +371,15 @@ class Provisioner:
             allowed[s.key] = sorted(ok & set(allowed[s.key])) if s.key in allowed else sorted(ok)
             for d in ok:
                 load[(s.key, d)] = load.get((s.key, d), 0) + counts.get(d, 0)
+        for k in affine:
+            for d in allowed[k]:
+                load.setdefault((k, d), 0)
         for k, values in allowed.items():
             if not values:
                 return f"incompatible with the pod's topology spread constraints: no {k} domain keeps their skew"
+        nodes, claims, may_open = hosts
         anywhere = _in_domains(pod, allowed)
-        node = self._onto_existing(anywhere, anywhere.signature, existing, plan)
+        node = self._onto_existing(anywhere, anywhere.signature, nodes, plan)
         if node is not None:
             return node
         keys = sorted(allowed)
@@ -303,8 +389,8 @@ class Provisioner:
         for combo in combos[:MAX_SPREAD_TRIES]:
             one = _in_domains(pod, {k: [d] for k, d in zip(keys, combo, strict=True)})
             first = first or one.signature
-            where = self._onto_new(one, one.signature, plan, plan.claims)
-            if where is None and (where := self._open(one, pools, plan)) is not None:
+            where = self._onto_new(one, one.signature, plan, claims, alone=may_open)
+            if where is None and may_open and (where := self._open(one, pools, plan)) is not None:
                 plan.claims.append(where)
             if where is not None:
                 return where
@@ -599,6 +685,14 @@ def spreads(pod: Obj) -> list[Spread]:
                           c.get("nodeAffinityPolicy") != "Ignore", c.get("nodeTaintsPolicy") == "Honor",
                           c.get("whenUnsatisfiable") == "ScheduleAnyway"))
     return out
+
+
+NO_PODS_TO_BE_WITH = "incompatible with the pod's affinity: no pod it must be with"
+
+
+def _required_affinity(pod: Obj) -> list[Obj]:
+    affinity = (((pod.get("spec") or {}).get("affinity") or {}).get("podAffinity") or {})
+    return list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or ())
 
 
 def _relaxed(pod: PodDemand) -> PodDemand | None:

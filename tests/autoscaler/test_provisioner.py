@@ -604,3 +604,54 @@ def test_node_inclusion_policies_choose_the_domains_counted() -> None:
     assert len(_spreading(ZONE, 2, [plain, tainted]).unschedulable) == 1
     plan = _spreading(ZONE, 2, [plain, tainted], nodeTaintsPolicy="Honor")
     assert not plan.unschedulable and set(zones(plan)) == {"zone-a"}
+
+
+def _with(name: str, cpu: str, key: str, app: str = "web", wants: str = "cache") -> dict:
+    p = pod(name, cpu, affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": key, "labelSelector": {"matchLabels": {"app": wants}}}]}})
+    p["metadata"]["labels"] = {"app": app}
+    return p
+
+
+def _labelled(name: str, cpu: str, app: str) -> dict:
+    p = pod(name, cpu)
+    p["metadata"]["labels"] = {"app": app}
+    return p
+
+
+def test_required_pod_affinity_brings_pods_to_the_new_nodes_of_theirs() -> None:
+    """As Karpenter's topology: a pod that must be with pods of a label goes, by hostname, to a
+    node holding one (a new node of this plan, placed later in the batch, included), whatever
+    it costs; by zone, to a zone holding one. The first of pods that must be with each other
+    goes anywhere; a pod whose pods are nowhere, nowhere."""
+    # web (larger, placed first) must share cache's node: one node grown to hold both, not two
+    plan = Provisioner(CATALOG).plan(demands(_with("web", "1500m", HOSTNAME), _labelled("cache", "1", "cache")),
+                                     [], [pool()])
+    assert [sorted(p.key for p in c.pods) for c in plan.claims] == [["default/cache", "default/web"]]
+    assert not plan.unschedulable
+    # a NodeClaim still launching with the cache pod on it (placed again this batch), a free node before it
+    free = SimNode("free", Requirements.from_labels({ZONE: "zone-a"}), [], {"cpu": 8000, "memory": 32 * 2**30 * 1000,
+                                                                             "pods": 50_000})
+    launching = SimNode("claim-x", Requirements.from_labels({ZONE: "zone-b"}), [],
+                        {"cpu": 2000, "memory": 8 * 2**30 * 1000, "pods": 20_000}, claim="claim-x")
+    cache = _labelled("cache", "1", "cache")
+    cache["spec"]["nodeSelector"] = {ZONE: "zone-b"}
+    plan = Provisioner(CATALOG).plan(demands(cache, _with("web", "500m", HOSTNAME)), [free, launching], [pool()])
+    assert plan.existing == {"default/cache": "claim-x", "default/web": "claim-x"}
+    # by zone: the cache pod runs in zone-b (on a full node); web's new node goes there, not to cheaper zone-a
+    full = SimNode("n-b", Requirements.from_labels({ZONE: "zone-b"}), [], {"cpu": 0, "memory": 0, "pods": 0},
+                   pods=[_labelled("cache", "1", "cache")])
+    plan = Provisioner(CATALOG).plan(demands(_with("web", "1", ZONE)), [full], [pool()])
+    assert zones(plan) == ["zone-b"] and plan.claims[0].requirements[ZONE].single() == "zone-b"
+    # pods that must be with each other: the first anywhere, the rest with it (one node, not three)
+    plan = Provisioner(CATALOG).plan(demands(*(_with(f"db{i}", "1500m", HOSTNAME, "db", "db") for i in range(3))),
+                                     [], [pool()])
+    assert [len(c.pods) for c in plan.claims] == [3]
+    # by zone, their new nodes are pinned to the first's zone
+    plan = Provisioner(CATALOG).plan(demands(*(_with(f"db{i}", "1500m", ZONE, "db", "db") for i in range(2))),
+                                     [], [pool()])
+    assert len({c.requirements[ZONE].single() for c in plan.claims}) == 1 and not plan.unschedulable
+    assert all(c.requirements[ZONE].single() for c in plan.claims)
+    # nothing to be with: nothing launched
+    plan = Provisioner(CATALOG).plan(demands(_with("web", "1", HOSTNAME)), [], [pool()])
+    assert not plan.claims and "affinity" in plan.unschedulable["default/web"]
