@@ -772,9 +772,15 @@ def _counts(pod: PodDemand, s: Spread, existing: Sequence[SimNode], plan: Plan) 
     tolerates their taints)."""
     namespace = (pod.obj.get("metadata") or {}).get("namespace")
 
+    selector = s.selector
+
     def matching(pods: Iterable[Obj]) -> int:
-        return sum(1 for p in pods if (p.get("metadata") or {}).get("namespace") == namespace
-                   and _selects(p, s))
+        n = 0
+        for p in pods:
+            meta = p.get("metadata") or {}
+            if meta.get("namespace") == namespace and match_label_selector(selector, meta.get("labels") or {}):
+                n += 1
+        return n
 
     def taken(labels: Requirements, taints: Iterable[Obj], compatible: Callable[[Requirements], bool]) -> bool:
         if s.honor_affinity and not any(compatible(t) for t in pod.terms):
