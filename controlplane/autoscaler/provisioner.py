@@ -383,8 +383,10 @@ class Provisioner:
         if node is not None:
             return node
         keys = sorted(allowed)
-        combos = sorted(itertools.product(*(allowed[k] for k in keys)),
+        combos = sorted((c for c in itertools.product(*(allowed[k] for k in keys)) if _agree(keys, c)),
                         key=lambda c: (sum(load[(k, d)] for k, d in zip(keys, c, strict=True)), c))
+        if not combos:
+            return f"incompatible with the pod's topology constraints: no {RACK} of the {ZONE} domains allowed"
         first = None
         for combo in combos[:MAX_SPREAD_TRIES]:
             one = _in_domains(pod, {k: [d] for k, d in zip(keys, combo, strict=True)})
@@ -801,11 +803,22 @@ def _counts(pod: PodDemand, s: Spread, existing: Sequence[SimNode], plan: Plan) 
     return counts
 
 
+def _agree(keys: Sequence[str], combo: Sequence[str]) -> bool:
+    """Whether a domain of each of ``keys`` can be one node's: a rack lies in its zone."""
+    pinned = dict(zip(keys, combo, strict=True))
+    return RACK not in pinned or ZONE not in pinned or _rack_zone(pinned[RACK]) == pinned[ZONE]
+
+
+def _rack_zone(rack: str) -> str:
+    """The zone of this provider's rack (``rack_name``)."""
+    return rack.rsplit("-rack-", 1)[0]
+
+
 def _in_domains(pod: PodDemand, domains: Mapping[str, Sequence[str]]) -> PodDemand:
     """``pod`` with its node affinity narrowed to ``domains`` (by key; a rack pins its zone too)."""
     pins = [Requirement(k, False, frozenset(v)) for k, v in domains.items()]
-    if RACK in domains and ZONE not in domains:
-        pins.append(Requirement(ZONE, False, frozenset(r.rsplit("-rack-", 1)[0] for r in domains[RACK])))
+    if RACK in domains:  # (intersected with the zones pinned, if any: none left if they disagree)
+        pins.append(Requirement(ZONE, False, frozenset(_rack_zone(r) for r in domains[RACK])))
     only = Requirements(pins)
     return dataclasses.replace(pod, terms=tuple(term.intersect(only) for term in pod.terms))
 

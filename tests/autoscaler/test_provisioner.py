@@ -655,3 +655,23 @@ def test_required_pod_affinity_brings_pods_to_the_new_nodes_of_theirs() -> None:
     # nothing to be with: nothing launched
     plan = Provisioner(CATALOG).plan(demands(_with("web", "1", HOSTNAME)), [], [pool()])
     assert not plan.claims and "affinity" in plan.unschedulable["default/web"]
+
+
+def test_a_rack_and_a_zone_a_pod_is_held_to_agree() -> None:
+    """A rack lies in one zone: a pod that must be in the cache pod's rack and would rather
+    spread by zone gets new nodes in that rack's zone (the spread relaxed once only that zone
+    is left and full), never a node of another zone named after the rack."""
+    full = SimNode("n-r", Requirements.from_labels({ZONE: "zone-b", RACK: "zone-b-rack-1"}), [],
+                   {"cpu": 0, "memory": 0, "pods": 0}, pods=[_labelled("cache", "1", "cache")])
+    webs = []
+    for i in range(3):
+        w = _with(f"web{i}", "1500m", RACK)
+        w["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": ZONE,
+                                                   "whenUnsatisfiable": "ScheduleAnyway",
+                                                   "labelSelector": {"matchLabels": {"app": "web"}}}]
+        webs.append(w)
+    plan = Provisioner(CATALOG).plan(demands(*webs), [full], [pool()])
+    assert not plan.unschedulable and len(plan.claims) == 3
+    assert {(c.requirements[ZONE].single(), c.requirements[RACK].single()) for c in plan.claims} == \
+        {("zone-b", "zone-b-rack-1")}
+    assert zones(plan) == ["zone-b"] * 3
