@@ -329,6 +329,26 @@ class Provisioner:
             out[key] = sorted(found & set(out[key])) if key in out else sorted(found)
             if not out[key]:
                 return f"{NO_PODS_TO_BE_WITH} in one {key} domain (pod affinity on {key})"
+        for t in _required_anti_affinity(pod.obj):
+            key = str(t.get("topologyKey") or "")
+            if key == HOSTNAME:
+                continue  # (may_share_a_node)
+            free = set(out[key]) if key in out else set(
+                self._domains(Spread(key, 0, {}, None, True, False, False), pod, existing, pools, plan))
+            for n in existing:
+                r = n.labels.get(key)
+                if r is not None and (d := r.single()) is not None and any(_term_matches(pod.obj, t, o)
+                                                                           for o in n.pods):
+                    free.discard(d)
+            for c in plan.claims:
+                if any(_term_matches(pod.obj, t, p.obj) for p in c.pods):
+                    # every domain the node may still land in, as Karpenter records an anti-affinity's
+                    r = c.requirements.get(key)
+                    free = {d for d in free if r is not None and not r.allows(d)}
+            out[key] = sorted(free)
+            if not free:
+                return (f"incompatible with the pod's anti-affinity: every {key} domain holds a pod it must not "
+                        "be with")
         return out
 
     def static_claim(self, pool: NodePoolView, overhead: Resources | None = None) -> NewClaim | None:
@@ -690,6 +710,11 @@ def spreads(pod: Obj) -> list[Spread]:
 
 
 NO_PODS_TO_BE_WITH = "incompatible with the pod's affinity: no pod it must be with"
+
+
+def _required_anti_affinity(pod: Obj) -> list[Obj]:
+    anti = (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {})
+    return list(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ())
 
 
 def _required_affinity(pod: Obj) -> list[Obj]:

@@ -675,3 +675,24 @@ def test_a_rack_and_a_zone_a_pod_is_held_to_agree() -> None:
     assert {(c.requirements[ZONE].single(), c.requirements[RACK].single()) for c in plan.claims} == \
         {("zone-b", "zone-b-rack-1")}
     assert zones(plan) == ["zone-b"] * 3
+
+
+def test_required_pod_anti_affinity_on_a_zone_keeps_new_nodes_out_of_its_pods_zones() -> None:
+    """As Karpenter's topology: a pod that must not be in a zone with pods its anti-affinity term
+    selects goes to a new node pinned to a zone holding none (on the existing nodes, or on this
+    plan's new nodes), so replicas "one per zone" get a node in each zone and the fourth none."""
+    def apart(name: str) -> dict:
+        p = pod(name, "500m", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "db"}}}]}})
+        p["metadata"]["labels"] = {"app": "db"}
+        return p
+
+    plan = Provisioner(CATALOG).plan(demands(*(apart(f"db{i}") for i in range(4))), [], [pool()])
+    assert zones(plan) == ["zone-a", "zone-b", "zone-c"] and len(plan.unschedulable) == 1
+    assert all(c.requirements[ZONE].single() for c in plan.claims)
+    assert "anti-affinity" in next(iter(plan.unschedulable.values()))
+    # a db pod running in zone-a (on a full node): the new one goes elsewhere
+    full = SimNode("n-a", Requirements.from_labels({ZONE: "zone-a"}), [], {"cpu": 0, "memory": 0, "pods": 0},
+                   pods=[apart("old")])
+    plan = Provisioner(CATALOG).plan(demands(apart("new")), [full], [pool()])
+    assert zones(plan) in (["zone-b"], ["zone-c"])
