@@ -20,6 +20,11 @@ exceed a limit::
     plan = Provisioner(catalog).plan(pods, existing_nodes, nodepools, usage)
     for claim in plan.claims: claim.launch  # -> (Option, Offering), the cheapest
 
+A pod's topology narrows where it goes, as Karpenter's topology: its spread
+constraints, its required pod affinity and anti-affinity (``_spread``, with the
+domains ``_domains`` finds; ``_hosts`` and ``may_share_a_node`` for the
+hostname), a ScheduleAnyway spread held to until the pod fits nowhere.
+
 A gang that must run in one topology domain (a PodGroup's
 ``schedulingConstraints.topology`` on the zone or rack label) gets its new
 nodes in one: ``one_domain`` pins them to one zone, and one rack of it.
@@ -291,8 +296,9 @@ class Provisioner:
             with_nodes = [n for n in existing if any(_term_matches(pod.obj, t, o) for o in n.pods)]
             with_claims = [c for c in plan.claims if any(_term_matches(pod.obj, t, p.obj) for p in c.pods)]
             if with_nodes or with_claims:
-                nodes = [n for n in nodes if any(n is m for m in with_nodes)]
-                claims = [c for c in claims if any(c is m for m in with_claims)]
+                holding = {id(m) for m in (*with_nodes, *with_claims)}
+                nodes = [n for n in nodes if id(n) in holding]
+                claims = [c for c in claims if id(c) in holding]
                 may_open = False
             elif not _term_matches(pod.obj, t, pod.obj):
                 return f"{NO_PODS_TO_BE_WITH} on its node (pod affinity on {HOSTNAME})"
