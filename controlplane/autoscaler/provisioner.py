@@ -151,6 +151,9 @@ class Plan:
     refused: dict[object, dict[str, str]] = field(default_factory=dict)
     # shared claim (namespace/name) -> the node, or new node, the first of its pods went to: the others follow
     homes: dict[str, SimNode | NewClaim] = field(default_factory=dict)
+    # the required pod anti-affinity terms on other keys than the hostname of the pods on the nodes, and
+    # where those pods are (None until a pod's placement first asks)
+    anti: list[tuple[Obj, Obj, SimNode | NewClaim]] | None = None
     # (pod signature, key, the spread's node policies) -> the domains a spread constraint counts
     domains: dict[tuple[object, ...], frozenset[str]] = field(default_factory=dict)
 
@@ -257,6 +260,8 @@ class Provisioner:
         plan.unschedulable.pop(pod.key, None)
         for c in pod.shared:
             plan.homes[c.key] = placed
+        if plan.anti is not None:
+            plan.anti += [(pod.obj, t, placed) for t in _keyed_anti_affinity(pod.obj)]
         return True
 
     def _place(self, pod: PodDemand, existing: Sequence[SimNode], pools: Sequence[NodePoolView],
@@ -355,7 +360,30 @@ class Provisioner:
             if not free:
                 return (f"incompatible with the pod's anti-affinity: every {key} domain holds a pod it must not "
                         "be with")
+        for owner, t, where in self._anti_owners(existing, plan):
+            key = str(t.get("topologyKey") or "")
+            if owner is pod.obj or not _term_matches(owner, t, pod.obj):
+                continue
+            free = set(out[key]) if key in out else set(
+                self._domains(Spread(key, 0, {}, None, True, False, False), pod, existing, pools, plan))
+            r = where.labels.get(key) if isinstance(where, SimNode) else where.requirements.get(key)
+            free = {d for d in free if r is not None and not r.allows(d)}  # (not pinned: every domain it may be in)
+            out[key] = sorted(free)
+            if not free:
+                return (f"incompatible with the anti-affinity of pod {_pod_name(owner)}: every {key} domain "
+                        "holds it or may")
         return out
+
+    def _anti_owners(self, existing: Sequence[SimNode], plan: Plan) -> list[tuple[Obj, Obj, SimNode | NewClaim]]:
+        """The required pod anti-affinity terms on other keys than the hostname of the pods on
+        the existing nodes and this plan's new nodes, with where each pod is (Karpenter's inverse
+        topologies): found once a plan, then kept up as pods are placed (``_settle``)."""
+        if plan.anti is None:
+            # (most pods have no affinity: looked at without a call each)
+            plan.anti = [(p, t, n) for n in existing for p in n.pods if (p.get("spec") or {}).get("affinity")
+                         for t in _keyed_anti_affinity(p)]
+            plan.anti += [(p.obj, t, c) for c in plan.claims for p in c.pods for t in _keyed_anti_affinity(p.obj)]
+        return plan.anti
 
     def static_claim(self, pool: NodePoolView, overhead: Resources | None = None) -> NewClaim | None:
         """A node of a static NodePool (``replicas``), launched for no pod: the instance types its
@@ -721,6 +749,15 @@ NO_PODS_TO_BE_WITH = "incompatible with the pod's affinity: no pod it must be wi
 def _required_anti_affinity(pod: Obj) -> list[Obj]:
     anti = (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {})
     return list(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+
+
+def _keyed_anti_affinity(pod: Obj) -> list[Obj]:
+    return [t for t in _required_anti_affinity(pod) if t.get("topologyKey") and t.get("topologyKey") != HOSTNAME]
+
+
+def _pod_name(pod: Obj) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def _required_affinity(pod: Obj) -> list[Obj]:

@@ -696,3 +696,23 @@ def test_required_pod_anti_affinity_on_a_zone_keeps_new_nodes_out_of_its_pods_zo
                    pods=[apart("old")])
     plan = Provisioner(CATALOG).plan(demands(apart("new")), [full], [pool()])
     assert zones(plan) in (["zone-b"], ["zone-c"])
+
+
+def test_a_pods_anti_affinity_on_a_zone_keeps_the_pods_it_selects_out_of_its_zone() -> None:
+    """As Karpenter's inverse anti-affinity: a pod whose term keeps web pods out of its zone
+    (running, or placed by this plan) keeps a web pod's new node out of that zone too, though
+    the web pod has no rule of its own."""
+    def guard(name: str) -> dict:
+        p = pod(name, "1500m", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "web"}}}]}})
+        p["metadata"]["labels"] = {"app": "guard"}
+        return p
+
+    full = SimNode("n-a", Requirements.from_labels({ZONE: "zone-a"}), [], {"cpu": 0, "memory": 0, "pods": 0},
+                   pods=[guard("old")])
+    plan = Provisioner(CATALOG).plan(demands(_labelled("web", "1", "web")), [full], [pool()])
+    assert zones(plan) in (["zone-b"], ["zone-c"]) and plan.claims[0].requirements[ZONE].single()
+    # placed first in this plan (larger), on a node pinned to the cheapest zone: the web pod goes elsewhere
+    plan = Provisioner(CATALOG).plan(demands(guard("g"), _labelled("web", "1", "web")), [], [pool()])
+    by_app = {p.obj["metadata"]["labels"]["app"]: c.launch[1].zone for c in plan.claims for p in c.pods}
+    assert by_app["guard"] != by_app["web"] and not plan.unschedulable
