@@ -280,7 +280,9 @@ class Provisioner:
         sig = pod.signature
         where = self._onto_existing(pod, sig, nodes, plan) or self._onto_new(pod, sig, plan, claims, alone=may_open)
         if where is None:
-            where = self._open(pod, pools, plan) if may_open else None
+            if not may_open:
+                return HOLDERS_FULL
+            where = self._open(pod, pools, plan)
             if where is None:
                 return _why_not(plan, sig)
             plan.claims.append(where)
@@ -450,7 +452,7 @@ class Provisioner:
                 plan.claims.append(where)
             if where is not None:
                 return where
-        return _why_not(plan, first)  # the emptiest domain's reasons
+        return _why_not(plan, first) if may_open else HOLDERS_FULL  # (the emptiest domain's reasons)
 
     def _domains(self, s: Spread, pod: PodDemand, existing: Sequence[SimNode], pools: Sequence[NodePoolView],
                  plan: Plan) -> frozenset[str]:
@@ -744,6 +746,8 @@ def spreads(pod: Obj) -> list[Spread]:
 
 
 NO_PODS_TO_BE_WITH = "incompatible with the pod's affinity: no pod it must be with"
+HOLDERS_FULL = ("incompatible with the pod's affinity: no node holding the pods it must be with on "
+                f"{HOSTNAME} can take it")
 
 
 def _required_anti_affinity(pod: Obj) -> list[Obj]:

@@ -652,6 +652,11 @@ def test_required_pod_affinity_brings_pods_to_the_new_nodes_of_theirs() -> None:
                                      [], [pool()])
     assert len({c.requirements[ZONE].single() for c in plan.claims}) == 1 and not plan.unschedulable
     assert all(c.requirements[ZONE].single() for c in plan.claims)
+    # its pods' node cannot take it (too small a type for both, here): it is told so
+    tiny = pool(requirements=[{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["small"]}])
+    plan = Provisioner(CATALOG).plan(demands(_labelled("cache", "1500m", "cache"), _with("web", "1", HOSTNAME)),
+                                     [], [tiny])
+    assert len(plan.claims) == 1 and "no node holding the pods it must be with" in plan.unschedulable["default/web"]
     # nothing to be with: nothing launched
     plan = Provisioner(CATALOG).plan(demands(_with("web", "1", HOSTNAME)), [], [pool()])
     assert not plan.claims and "affinity" in plan.unschedulable["default/web"]
