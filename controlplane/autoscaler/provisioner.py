@@ -323,12 +323,7 @@ class Provisioner:
             key = str(t.get("topologyKey") or "")
             if key == HOSTNAME:
                 continue
-            found: set[str] = set()
-            for n in existing:
-                r = n.labels.get(key)
-                if r is not None and (d := r.single()) is not None and any(_term_matches(pod.obj, t, o)
-                                                                           for o in n.pods):
-                    found.add(d)
+            found = _domains_holding(existing, key, pod.obj, t)
             for c in plan.claims:
                 r = c.requirements.get(key)
                 if r is not None and (d := r.single()) is not None and any(_term_matches(pod.obj, t, p.obj)
@@ -348,11 +343,7 @@ class Provisioner:
                 continue  # (may_share_a_node)
             free = set(out[key]) if key in out else set(
                 self._domains(Spread(key, 0, {}, None, True, False, False), pod, existing, pools, plan))
-            for n in existing:
-                r = n.labels.get(key)
-                if r is not None and (d := r.single()) is not None and any(_term_matches(pod.obj, t, o)
-                                                                           for o in n.pods):
-                    free.discard(d)
+            free -= _domains_holding(existing, key, pod.obj, t)
             for c in plan.claims:
                 if any(_term_matches(pod.obj, t, p.obj) for p in c.pods):
                     # every domain the node may still land in, as Karpenter records an anti-affinity's
@@ -824,6 +815,17 @@ def _hostname_anti_affinity(pod: Obj) -> list[Obj]:
     anti = (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {})
     return [t for t in anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
             if t.get("topologyKey") == HOSTNAME]
+
+
+def _domains_holding(existing: Sequence[SimNode], key: str, owner: Obj, term: Obj) -> set[str]:
+    """The ``key`` domains of the existing nodes that hold a pod the affinity ``term`` of
+    ``owner`` selects (a node without one value of ``key`` is in no domain of it)."""
+    out: set[str] = set()
+    for n in existing:
+        r = n.labels.get(key)
+        if r is not None and (d := r.single()) is not None and any(_term_matches(owner, term, o) for o in n.pods):
+            out.add(d)
+    return out
 
 
 def _term_matches(owner: Obj, term: Obj, other: Obj) -> bool:
