@@ -269,28 +269,38 @@ async def run(args: argparse.Namespace) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+# the sizes a run takes unless its command line names them, and --quick's
+_DEFAULTS = {"pods": 1_000_000, "updated": 50_000, "creates": 200_000, "unique": 50_000, "etcd_seconds": 15.0}
+_QUICK = {"pods": 30_000, "updated": 3_000, "creates": 20_000, "unique": 15_000, "etcd_seconds": 3.0}
+
+
 def main(argv: list[str] | None = None) -> int:
     from controlplane.bench import help_text
 
     p = argparse.ArgumentParser(prog="controlplane bench store", description=help_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pods", type=int, default=1_000_000, help="pods for the disk and range figures")
-    p.add_argument("--updated", type=int, default=50_000, help="pods that get ten status updates each")
-    p.add_argument("--creates", type=int, default=200_000, help="creates for the LMDB throughput figure")
-    p.add_argument("--unique", type=int, default=50_000, help="distinct pods generated")
+    # the sizes' defaults, and --quick's: a size given on the command line wins over both
+    p.add_argument("--pods", type=int, help="pods for the disk and range figures (default: 1,000,000; --quick: 30,000)")
+    p.add_argument("--updated", type=int,
+                   help="pods that get ten status updates each (default: 50,000; --quick: 3,000)")
+    p.add_argument("--creates", type=int,
+                   help="creates for the LMDB throughput figure (default: 200,000; --quick: 20,000)")
+    p.add_argument("--unique", type=int, help="distinct pods generated (default: 50,000; --quick: 15,000)")
     p.add_argument("--writers", type=int, default=64)
     p.add_argument("--codec-pods", type=int, default=13_000,
                    help="pods for the codec figures, 3 in 13 of them to train its dictionary (default: 13,000; "
                         "fewer make a rougher figure, in less time)")
-    p.add_argument("--etcd-seconds", type=float, default=15.0)
+    p.add_argument("--etcd-seconds", type=float, help="how long the etcd peer takes creates (default: 15; --quick: 3)")
     p.add_argument("--no-etcd", action="store_true", help="skip the etcd peer")
     p.add_argument("--workdir", default=None, help="where the stores live (default: the system temp dir)")
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     args = p.parse_args(argv)
     if args.codec_pods < 130:
         p.error(f"--codec-pods {args.codec_pods}: at least 130 (30 to train the dictionary on)")
-    if args.quick:
-        args.pods, args.updated, args.creates, args.unique, args.etcd_seconds = 30_000, 3_000, 20_000, 15_000, 3.0
+    sizes = _QUICK if args.quick else _DEFAULTS
+    for name, value in sizes.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.workdir is not None:
         # made here, before a minute of codec figures, rather than failing in mkdtemp after them
         try:

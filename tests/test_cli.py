@@ -684,6 +684,36 @@ def test_bench_store_makes_a_workdir_that_does_not_exist_yet(
     assert workdir.is_dir() and not any(workdir.iterdir())  # its stores were made there, then removed
 
 
+@pytest.mark.parametrize(("module", "argv", "want"), [
+    ("store.bench", ["--quick", "--pods", "2000", "--creates", "500"],
+     {"pods": 2000, "creates": 500, "updated": 3000, "unique": 15000, "etcd_seconds": 3.0}),
+    ("store.bench", [], {"pods": 1_000_000, "creates": 200_000, "updated": 50_000, "etcd_seconds": 15.0}),
+    ("controlplane.bench.api", ["--quick", "--seconds", "2"], {"seconds": 2.0, "pods": 20_000, "gets": 10_000}),
+    ("controlplane.bench.api", ["--pods", "10"], {"seconds": 20.0, "pods": 10, "gets": 60_000}),
+    ("controlplane.bench.scheduler", ["--quick", "--pods", "200"], {"nodes": 500, "pods": 200}),
+    ("controlplane.bench.scheduler", ["--nodes", "7"], {"nodes": 7, "pods": 10_000}),
+])
+def test_bench_quick_sizes_yield_to_the_sizes_given(
+        module: str, argv: list[str], want: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--quick picks small sizes, but a size named on the command line is the one run (the docs'
+    ``bench store --quick --no-etcd --pods 5000 ...``); without --quick, the documented defaults."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    seen: list[object] = []
+
+    async def capture_async(args: object) -> None:
+        seen.append(args)
+
+    def capture(args: object) -> int:
+        seen.append(args)
+        return 0
+
+    monkeypatch.setattr(mod, "run", capture_async if module == "store.bench" else capture)
+    assert mod.main(argv) == 0
+    assert {k: getattr(seen[0], k) for k in want} == want
+
+
 def test_bench_store_refuses_a_workdir_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     afile = tmp_path / "afile"
     afile.write_text("")

@@ -289,24 +289,32 @@ def run(args: argparse.Namespace) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+# the sizes a run takes unless its command line names them, and --quick's
+_DEFAULTS = {"pods": 100_000, "gets": 60_000, "seconds": 20.0}
+_QUICK = {"pods": 20_000, "gets": 10_000, "seconds": 5.0}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="controlplane bench api", description=help_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--pods", type=int, default=100_000,
-                   help="distinct pods to create (realistic, unbound); more than a phase can send")
-    p.add_argument("--gets", type=int, default=60_000)
+    # the sizes' defaults, and --quick's: a size given on the command line wins over both
+    p.add_argument("--pods", type=int,
+                   help="distinct pods to create (realistic, unbound); more than a phase can send "
+                        "(default: 100,000; --quick: 20,000)")
+    p.add_argument("--gets", type=int, help="(default: 60,000; --quick: 10,000)")
     p.add_argument("--connections", type=int, default=64)
-    p.add_argument("--seconds", type=float, default=20.0, help="upper bound per phase")
+    p.add_argument("--seconds", type=float, help="upper bound per phase (default: 20; --quick: 5)")
     p.add_argument("--python-client", action="store_true", help="use the asyncio client even if wrk is there")
-    p.add_argument("--quick", action="store_true")
+    p.add_argument("--quick", action="store_true", help="smaller sizes and 5 s phases, for a smoke run")
     p.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2],
                    help="comma-separated: serve --workers values, each measured in turn (default: 1,2)")
     p.add_argument("--http-protocols", type=lambda v: v.split(","), default=["controlplane", "uvicorn"],
                    help="comma-separated: serve --http-protocol values, each measured in turn, uvicorn's first "
                         "(default: controlplane,uvicorn)")
     args = p.parse_args(argv)
-    if args.quick:
-        args.pods, args.gets, args.seconds = 20_000, 10_000, 5.0
+    for name, value in (_QUICK if args.quick else _DEFAULTS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     run(args)
     return 0
 

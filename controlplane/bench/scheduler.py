@@ -338,8 +338,9 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="controlplane bench scheduler", description=help_text(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nodes", type=int, default=5000)
-    p.add_argument("--pods", type=int, default=10_000)
+    # the sizes' defaults, and --quick's: a size given on the command line wins over both
+    p.add_argument("--nodes", type=int, help="(default: 5,000; --quick: 500)")
+    p.add_argument("--pods", type=int, help="(default: 10,000; --quick: 1,000)")
     p.add_argument("--gang-size", type=int, default=0, help="pods per PodGroup (0: no gangs)")
     p.add_argument("--racks", type=int, default=50, help="with --gang-size: racks (topology domains)")
     p.add_argument("--connections", type=int, default=32, help="concurrent creating clients")
@@ -351,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--components-process", action="store_true",
                    help="serve --components-process: the scheduler in the process serve forks for its components")
     p.add_argument("--timeout", type=float, default=300.0, help="give up waiting for bindings after this")
-    p.add_argument("--quick", action="store_true", help="500 nodes, 1,000 pods")
+    p.add_argument("--quick", action="store_true", help="500 nodes, 1,000 pods, unless --nodes or --pods say otherwise")
     p.add_argument("--http-protocol", choices=("controlplane", "uvicorn"), default="controlplane",
                    help="serve --http-protocol (default: %(default)s)")
     p.add_argument("--profile", metavar="FILE",
@@ -363,16 +364,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.dra:
         from . import dra_api
 
-        def given(flag: str) -> bool:
-            return any(a == flag or a.startswith(flag + "=") for a in argv or [])
-
-        nodes = ["--nodes", str(args.nodes)] if given("--nodes") else []  # else the DRA workload's own
-        pods = ["--pods", str(args.pods)] if given("--pods") else []
+        nodes = ["--nodes", str(args.nodes)] if args.nodes is not None else []  # else the DRA workload's own
+        pods = ["--pods", str(args.pods)] if args.pods is not None else []
         where = ["--components-process"] if args.components_process else []
         return dra_api.run(["--api", *nodes, *pods, *where, "--connections", str(args.connections),
                             "--timeout", str(max(args.timeout, 600.0))])
-    if args.quick:
-        args.nodes, args.pods = 500, 1000
+    if args.nodes is None:
+        args.nodes = 500 if args.quick else 5000
+    if args.pods is None:
+        args.pods = 1000 if args.quick else 10_000
     if not args.gang_size:
         args.racks = 0
     return run(args)
