@@ -657,8 +657,13 @@ def test_bench_passes_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -
     assert seen == [["--ops", "10", "-v", "--help"]]
 
 
-def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["bench", "writes", "--count", "40", "--concurrency", "8", "--renewal-leases", "2500",
+@pytest.mark.parametrize(("leases", "batch", "renewed"), [
+    (2500, 2000, 5000),  # two counted rounds over the 2,500 Leases, in requests of 2,000 and 500
+    (300, 300, 600),  # fewer Leases than a request holds: the number asked, all in one request
+])
+def test_bench_writes_prints_a_json_line_per_kind_of_write(
+        leases: int, batch: int, renewed: int, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "writes", "--count", "40", "--concurrency", "8", "--renewal-leases", str(leases),
                      "--report-nodes", "50"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["metric"] for line in lines] == [
@@ -667,10 +672,16 @@ def test_bench_writes_prints_a_json_line_per_kind_of_write(capsys: pytest.Captur
         "node_status_report_patch_cpu", "node_status_report_cpu", "pod_delete_cpu"]
     assert all(line["bench"] == "writes" and line["unit"] == "us" and line["value"] > 0 for line in lines)
     renewals = next(line for line in lines if line["metric"] == "lease_renewal_cpu")
-    # two counted rounds over the 2,500 Leases, in requests of 2,000 and 500
-    assert (renewals["leases"], renewals["batch"], renewals["renewals"]) == (2500, 2000, 5000)
+    assert (renewals["leases"], renewals["batch"], renewals["renewals"]) == (leases, batch, renewed)
     reports = next(line for line in lines if line["metric"] == "node_status_report_cpu")
     assert (reports["nodes"], reports["rounds"]) == (50, 3)
+
+
+def test_bench_writes_refuses_no_leases_to_renew(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "writes", "--renewal-leases", "0"])
+    assert exc.value.code == 2
+    assert "--renewal-leases 0: at least 1" in capsys.readouterr().err
 
 
 def test_bench_store_makes_a_workdir_that_does_not_exist_yet(

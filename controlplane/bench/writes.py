@@ -14,7 +14,7 @@ pod status merge patch (the node simulator's Running), pod status strategic
 patch (the scheduler's ``PodScheduled`` condition), each with its ``observedGeneration``
 as they write it since KEP-5067, node status merge patch;
 then Lease renewals in bulk (``LeaseRenewal``, as the node simulator sends a
-batch: ``RENEWAL_BATCH`` Leases a request, round ``--renewal-leases`` Leases), per
+batch: ``RENEWAL_BATCH`` Leases a request, or all of them if fewer, round ``--renewal-leases`` Leases), per
 Lease renewed; last, a
 kubelet's periodic node status report on nodes of realistic size, as a merge
 patch of each node and as ``NodeStatusReport`` requests naming them all, per
@@ -134,10 +134,11 @@ async def _run(args: argparse.Namespace) -> None:
                     "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is ready",
                     "lastHeartbeatTime": T, "lastTransitionTime": T}]}}, patch_type="merge")),
                 "us", count=nodes, concurrency=conc)
-            held = max(args.renewal_leases, RENEWAL_BATCH)
-            emit("lease_renewal_cpu", await _bulk_renewals(c, n, held), "us", leases=held, batch=RENEWAL_BATCH,
+            held = args.renewal_leases
+            batch = min(held, RENEWAL_BATCH)  # fewer Leases than a simulator's request: all in one
+            emit("lease_renewal_cpu", await _bulk_renewals(c, n, held), "us", leases=held, batch=batch,
                  renewals=_renewal_rounds(n, held) * held,
-                 note=f"per Lease renewed, LeaseRenewals of {RENEWAL_BATCH} Leases at a time, round all the Leases")
+                 note=f"per Lease renewed, LeaseRenewals of {batch} Leases at a time, round all the Leases")
             patched, reported = await _node_status_reports(c, args.report_nodes)
             emit("node_status_report_patch_cpu", patched, "us", nodes=args.report_nodes, rounds=REPORT_ROUNDS,
                  note="per node, a kubelet's periodic status report as a merge patch of its 5 conditions")
@@ -254,8 +255,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--count", type=int, default=3000, help="writes of each kind (default: %(default)s)")
     p.add_argument("--concurrency", type=int, default=64, help="writes in flight (default: %(default)s)")
     p.add_argument("--renewal-leases", type=int, default=RENEWAL_BATCH,
-                   help="Leases the bulk renewals go round, %(default)s at a time (100000: as many as "
-                        "100,000 nodes hold; default: %(default)s)")
+                   help="Leases the bulk renewals go round, %(default)s at a time (fewer: all in one request; "
+                        "100000: as many as 100,000 nodes hold; default: %(default)s)")
     p.add_argument("--report-nodes", type=int, default=REPORT_NODES,
                    help="nodes each kind of periodic node status report goes round (default: %(default)s)")
     p.add_argument("--audit-policy-file", type=Path, default=None, metavar="YAML",
@@ -265,5 +266,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--audit-log-mode", choices=("blocking", "batch"), default="blocking",
                    help="(default: %(default)s)")
     args = p.parse_args(argv)
+    if args.renewal_leases < 1:
+        p.error(f"--renewal-leases {args.renewal_leases}: at least 1")
     asyncio.run(_run(args))
     return 0
