@@ -30,6 +30,11 @@ socket (pods, nodes, NodeClaims, ResourceSlices) into the autoscaler's own
 ``ClusterState`` to take the same marks. The autoscaler runs with its default
 disruption interval there (1 s; 0.5 s in process).
 
+Exit 1 if an invariant is broken or a phase did not end within ``--timeout``: a pod
+left not Running, a node holding more GPU pods than it has GPUs, more NodeClaims
+deleted at once than the budget allows, a NodeClaim left after consolidation (with
+``--alone``: the devices never published). The targets (``ok``) are not invariants.
+
 Numbers are noisy on a shared two-core machine: run a few times, quote medians.
 """
 
@@ -326,7 +331,7 @@ async def _phases(args: argparse.Namespace, client: Any, st: Any, times: _PodTim
         emit("scale_from_zero_alone_seconds", done - t0, "s", pods=args.pods, nodes=nodes, instance_types=by_type,
              launch_latency=round(gpu_latency, 3), target=target, from_all_pending=since_pending,
              ok="devices_published" in marks and done - t0 <= target)
-        return 0
+        return 0 if "devices_published" in marks else 1
     emit("scale_from_zero_seconds", done - t0, "s", pods=args.pods, running=len(running), nodes=nodes,
          instance_types=by_type, launch_latency=round(gpu_latency, 3), target=target,
          from_all_pending=since_pending, ok=len(running) == args.pods and done - t0 <= target)
@@ -343,7 +348,7 @@ async def _phases(args: argparse.Namespace, client: Any, st: Any, times: _PodTim
     startup = [running[n] - created[n] for n in running if n in created]
     emit("pod_startup_p50_seconds", _quantile(startup, 0.5), "s")
     emit("pod_startup_p99_seconds", _quantile(startup, 0.99), "s")
-    if len(running) < args.pods:
+    if len(running) < args.pods or over:
         return 1
 
     # -- consolidation ------------------------------------------------------------------------------------
@@ -368,7 +373,7 @@ async def _phases(args: argparse.Namespace, client: Any, st: Any, times: _PodTim
          ok=not st.nodeclaims and gone - t2 <= args.consolidate_after + 5)
     emit("consolidation_most_deleting_at_once", most, "nodeclaims", budget=args.budget,
          allowed=allowed([{"nodes": args.budget}], total, "Empty"), violations=violations)
-    return 0
+    return 1 if violations or st.nodeclaims else 0
 
 
 async def _delete(client: Any, path: str, sem: asyncio.Semaphore) -> None:
