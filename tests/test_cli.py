@@ -684,6 +684,17 @@ def test_bench_writes_refuses_no_leases_to_renew(capsys: pytest.CaptureFixture[s
     assert "--renewal-leases 0: at least 1" in capsys.readouterr().err
 
 
+def test_bench_api_python_client_sends_gets_requests_to_both(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without wrk, each GET phase sends --gets requests round what it has to get, to the server and
+    its bare peer alike (the peer's phase was one request, a rate of nothing)."""
+    assert cli.main(["bench", "api", "--python-client", "--pods", "30", "--gets", "120", "--connections", "4",
+                     "--seconds", "60", "--workers", "1", "--http-protocols", "controlplane"]) == 0
+    lines = {line["metric"]: line for line in map(json.loads, capsys.readouterr().out.splitlines())}
+    gets = lines["pod_gets_per_s"]
+    assert (gets["n"], gets["client"], lines["pod_creates_per_s"]["n"]) == (120, "python", 30)
+    assert gets["peer_n"] == 120 and gets["peer_value"] > 0
+
+
 def test_bench_store_makes_a_workdir_that_does_not_exist_yet(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     workdir = tmp_path / "not" / "yet"

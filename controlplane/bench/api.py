@@ -221,18 +221,20 @@ def run(args: argparse.Namespace) -> None:
                     raise RuntimeError(f"{method} on port {target}: {r}")
                 return {"n": r["requests"], "rate": r["requests"] / r["seconds"], "p50_ms": r["p50_ms"],
                         "p99_ms": r["p99_ms"]}
+            if method == "GET":  # --gets requests round the paths (wrk goes round them for --seconds)
+                items = [items[i % len(items)] for i in range(args.gets)]
             reqs = [_request(method, path, b) if method == "POST" else _request("GET", b.decode()) for b in items]
             n, secs, lat = asyncio.run(_load(target, reqs, args.connections, args.seconds, ok))
             return {"n": n, "rate": n / secs, "p50_ms": _p(lat, 0.5), "p99_ms": _p(lat, 0.99)}
 
-        def baseline(protocol: str) -> tuple[float, float]:
+        def baseline(protocol: str) -> tuple[dict[str, Any], dict[str, Any]]:
             """The ceiling: a bare ASGI app on the same uvicorn server and HTTP protocol."""
             bport = _free_port()
             proc = subprocess.Popen([sys.executable, "baseline.py", str(bport), protocol], cwd=work)
             procs.append(proc)
             try:
                 _wait_port(bport, proc)
-                return measure(bport, "POST", bodies, (201,))["rate"], measure(bport, "GET", [b"/p"], (200,))["rate"]
+                return measure(bport, "POST", bodies, (201,)), measure(bport, "GET", [b"/p"], (200,))
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
@@ -269,7 +271,8 @@ def run(args: argparse.Namespace) -> None:
                 emit("pod_creates_per_s", created["rate"], "1/s", n=created["n"], connections=args.connections,
                      workers=workers, http_protocol=protocol, p50_ms=round(created["p50_ms"], 2),
                      p99_ms=round(created["p99_ms"], 2), client=client, peer="bare-asgi",
-                     peer_value=round(base_post, 1), ratio=round(created["rate"] / base_post, 3),
+                     peer_value=round(base_post["rate"], 1), peer_n=base_post["n"],
+                     ratio=round(created["rate"] / base_post["rate"], 3),
                      **_versus(seen, protocol, "creates", created["rate"]))
                 # wrk abandons the requests in flight when time is up: ask the server what exists
                 listed = httpx.get(f"http://127.0.0.1:{port}{path}", timeout=120).json()["items"]
@@ -278,7 +281,8 @@ def run(args: argparse.Namespace) -> None:
                 emit("pod_gets_per_s", got["rate"], "1/s", n=got["n"], connections=args.connections,
                      workers=workers, http_protocol=protocol, p50_ms=round(got["p50_ms"], 2),
                      p99_ms=round(got["p99_ms"], 2), client=client, peer="bare-asgi",
-                     peer_value=round(base_get, 1), ratio=round(got["rate"] / base_get, 3),
+                     peer_value=round(base_get["rate"], 1), peer_n=base_get["n"],
+                     ratio=round(got["rate"] / base_get["rate"], 3),
                      **_versus(seen, protocol, "gets", got["rate"]))
                 server.terminate()
                 server.wait(timeout=60)
@@ -301,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pods", type=int,
                    help="distinct pods to create (realistic, unbound); more than a phase can send "
                         "(default: 100,000; --quick: 20,000)")
-    p.add_argument("--gets", type=int, help="(default: 60,000; --quick: 10,000)")
+    p.add_argument("--gets", type=int,
+                   help="GETs the asyncio client sends a phase, round the pods created, within --seconds (wrk "
+                        "goes round them for --seconds) (default: 60,000; --quick: 10,000)")
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--seconds", type=float, help="upper bound per phase (default: 20; --quick: 5)")
     p.add_argument("--python-client", action="store_true", help="use the asyncio client even if wrk is there")
