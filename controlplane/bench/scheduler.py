@@ -150,11 +150,27 @@ async def watch_bindings(c: Any, path: str, rv: str, want: int, bound: dict[str,
 
 def _start_profiler(out: str, pid: int) -> subprocess.Popen[bytes]:
     """py-spy sampling the server until SIGINT: raw collapsed stacks of whichever thread holds the
-    GIL (what the process spends its CPU on; a thread waiting for the GIL is not counted)."""
+    GIL (what the process spends its CPU on; a thread waiting for the GIL is not counted). Its
+    standard error is a pipe, read by ``_stop_profiler`` (a few lines: it counts its sampling
+    errors rather than printing each)."""
     spy = Path(sys.executable).with_name("py-spy")
     return subprocess.Popen([str(spy if spy.exists() else "py-spy"), "record", "--pid", str(pid), "--rate", "100",
                              "--gil", "--format", "raw", "--output", out, "--nonblocking"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _stop_profiler(spy: subprocess.Popen[bytes], out: str) -> None:
+    """Stop py-spy (it writes its file on SIGINT); a file it left empty or did not write is said
+    on stderr, with py-spy's last word: a phase over before it attached, or a pid it may not trace."""
+    spy.send_signal(signal.SIGINT)
+    _, said = spy.communicate(timeout=60)
+    path = Path(out)
+    if path.is_file() and path.stat().st_size:
+        return
+    last = next((line.strip() for line in reversed((said or b"").decode(errors="replace").splitlines())
+                 if line.strip()), "")
+    print(f"controlplane bench scheduler: --profile {out}: py-spy recorded nothing (exit {spy.returncode}"
+          f"{': ' + last if last else ''}); the pods' phase may have ended before it attached", file=sys.stderr)
 
 
 async def _run(args: argparse.Namespace, port: int, server_pid: int) -> dict[str, Any]:
@@ -213,9 +229,8 @@ async def _run(args: argparse.Namespace, port: int, server_pid: int) -> dict[str
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), args.timeout)
         watcher.cancel()
-        if spy is not None:  # the pods' phase only: py-spy writes its file on SIGINT
-            spy.send_signal(signal.SIGINT)
-            spy.wait(timeout=60)
+        if spy is not None:  # the pods' phase only
+            _stop_profiler(spy, args.profile)
         end = max(bound.values(), default=time.perf_counter())
         lat = [bound[n] - created[n] for n in bound if n in created]
         pods = (await c.list("/api/v1/namespaces/default/pods"))["items"]

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
-from controlplane.bench.scheduler import check_invariants
+import pytest
+
+from controlplane.bench.scheduler import _stop_profiler, check_invariants
 
 
 def _node(name: str, rack: str, cpu: str = "1") -> dict[str, Any]:
@@ -74,3 +77,22 @@ def test_bench_dra_help_names_its_end_to_end_mode() -> None:
     out = subprocess.run([sys.executable, "-m", "controlplane", "bench", "dra", "--help"],
                          capture_output=True, text=True, check=True).stdout
     assert "--api" in out and "controlplane bench dra --api --help" in " ".join(out.split())
+
+
+def test_a_profile_py_spy_left_empty_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a py-spy that could not attach: gone at once, its file not written, its last line the reason
+    spy = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit('Error: Permission denied')"],
+                           stderr=subprocess.PIPE)
+    spy.wait(timeout=30)
+    out = tmp_path / "stacks.txt"
+    _stop_profiler(spy, str(out))
+    err = capsys.readouterr().err
+    assert f"--profile {out}: py-spy recorded nothing (exit 1: Error: Permission denied)" in err
+
+
+def test_a_profile_with_stacks_is_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "stacks.txt"
+    out.write_text("main;run 3\n")
+    _stop_profiler(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                                    stderr=subprocess.PIPE), str(out))
+    assert capsys.readouterr().err == ""
