@@ -75,6 +75,7 @@ bench: venv etcd wrk bytecode
 	$(BIN)/controlplane bench dra --api
 	$(BIN)/controlplane bench autoscaler
 	$(BIN)/controlplane bench informer
+	$(BIN)/controlplane bench lease-watch
 	$(BIN)/controlplane bench idle
 
 lint: venv

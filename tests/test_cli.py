@@ -627,6 +627,18 @@ def test_bench_registry_entries_name_a_function() -> None:
         assert func.isidentifier(), name
 
 
+def test_make_bench_runs_every_benchmark_the_readme_names() -> None:
+    """docs/benchmarks.md: ``make bench`` runs every benchmark with its defaults; the README's row
+    names each one it runs."""
+    root = Path(__file__).resolve().parent.parent
+    recipe = (root / "Makefile").read_text().split("\nbench:", 1)[1].split("\n\n", 1)[0]
+    ran = {line.split("controlplane bench ", 1)[1].split()[0] for line in recipe.splitlines()
+           if "controlplane bench " in line}
+    assert ran == set(BENCHMARKS)
+    row = next(line for line in (root / "README.md").read_text().splitlines() if line.startswith("| `make bench`"))
+    assert all(re.search(rf"[` ]{re.escape(name)}`", row) for name in BENCHMARKS), row
+
+
 def test_bench_unknown_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         cli.main(["bench", "no-such-bench"])
