@@ -3,6 +3,7 @@ the LMDB store in a temporary directory; and ``controlplane bench``'s dispatch."
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -826,6 +827,23 @@ def test_bench_nodes_in_process_prints_each_step_and_the_pods_memory(capsys: pyt
     # a cache this far from its writers holds nothing back, nor reads anything again
     assert lines["watch_cache_backlog_max"]["value"] < 1_000 and lines["watch_cache_backlog_max"]["reread"] == 0
     assert lines["rss_after_pods"]["value"] > 0 and lines["rss_after_pods"]["pods"] == 40
+
+
+def test_bench_nodes_exits_1_when_pods_are_not_seen_running(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Pods the simulator did not run (here: a watch that never sees them Running, and a short
+    wait) are a failed run, as bench scheduler's pods left unbound are."""
+    import controlplane.bench.nodes as bench_nodes
+
+    async def blind(*args: Any) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(bench_nodes, "watch_running", blind)
+    monkeypatch.setattr(bench_nodes, "RUNNING_WAIT", 0.2)
+    assert cli.main(["bench", "nodes", "--nodes", "2", "--renew-interval", "0.5", "--heartbeat-seconds", "0.5",
+                     "--renewals", "bulk", "--pod-rate", "10", "--pod-seconds", "0.5"]) == 1
+    lines = {line["metric"]: line for line in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert lines["pod_startup_p99"]["not_running"] == 5
 
 
 @pytest.mark.parametrize("option", [("--renew-interval", "2"), ("--hold-seconds", "5"), ("--renewals", "put")])

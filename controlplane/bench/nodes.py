@@ -16,8 +16,9 @@ serve --nodes N`` runs them).
    those pods held Running (issue 6: a million pods on 100,000 nodes), and the
    process's resident memory.
 
-Prints JSON lines like every benchmark. Other processes share this machine's two
-cores: expect noise, compare medians of several runs.
+Prints JSON lines like every benchmark; exits 1 if a pod's create failed or a pod was not
+seen Running within ``RUNNING_WAIT`` seconds of the last create (``errors``, ``not_running``).
+Other processes share this machine's two cores: expect noise, compare medians of several runs.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 from . import help_text
 
 BENCH = "nodes"
+RUNNING_WAIT = 30.0  # seconds after the last create for every pod to be seen Running
 
 
 def emit(metric: str, value: float, unit: str, **extra: Any) -> None:
@@ -70,13 +72,15 @@ def _helpers_cpu() -> float:
     return sum(_cpu_of(c) for c in children)
 
 
-async def run(args: argparse.Namespace) -> None:
+async def run(args: argparse.Namespace) -> int:
+    """The steps; the exit code (1: pods whose create failed or that did not run)."""
     from ..api.app import create_app
     from ..client import Client, resource_path
     from ..config import Config
     from ..nodes.config import SimConfig
     from ..nodes.simulator import NodeSimulator
 
+    failed = 0
     with tempfile.TemporaryDirectory(prefix="bench-nodes-") as tmp:
         app = create_app(Config(data_dir=Path(tmp) / "data", tls=False, log_level="warning"))
         async with app.router.lifespan_context(app), Client.in_process(app.state.front) as own:
@@ -135,7 +139,7 @@ async def run(args: argparse.Namespace) -> None:
             if args.pod_rate > 0 and args.pod_seconds > 0:
                 c0, w0 = time.process_time(), time.monotonic()
                 backlog = asyncio.create_task(_cache_backlog(app.state.server.caches))
-                pods = await _pods(client, resource_path, args)
+                pods, failed = await _pods(client, resource_path, args)
                 events = await _events_written(sim)
                 backlog.cancel()
                 most, reread = await backlog
@@ -157,6 +161,7 @@ async def run(args: argparse.Namespace) -> None:
                     await _held(sim, args, idle, pods)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+    return 1 if failed else 0
 
 
 def _memory_kib() -> dict[str, int]:
@@ -248,10 +253,10 @@ async def _events_written(sim: Any, timeout: float = 30.0) -> int | None:
     return int(recorder.dropped)
 
 
-async def _pods(client: Any, resource_path: Any, args: argparse.Namespace) -> int:
+async def _pods(client: Any, resource_path: Any, args: argparse.Namespace) -> tuple[int, int]:
     """Create pods at the rate asked for and time each from its create call to a watch event showing
     it Running (the in-process client's creates go straight into the app: what a client in another
-    process would cost the server, about)."""
+    process would cost the server, about); (pods seen Running, pods whose create failed or not)."""
     pods = resource_path("", "v1", "pods", "default")
     sent: dict[str, float] = {}
     latencies: list[float] = []
@@ -290,7 +295,7 @@ async def _pods(client: Any, resource_path: Any, args: argparse.Namespace) -> in
     sent_seconds = time.monotonic() - t0
     await asyncio.gather(*inflight)
     with contextlib.suppress(TimeoutError):  # the p99 then reports the pods that made it
-        await asyncio.wait_for(done.wait(), timeout=30)
+        await asyncio.wait_for(done.wait(), timeout=RUNNING_WAIT)
     watcher.cancel()
     await asyncio.gather(watcher, return_exceptions=True)
     emit("pod_create_rate", total / sent_seconds, "1/s", target=args.pod_rate, errors=errors,
@@ -300,7 +305,7 @@ async def _pods(client: Any, resource_path: Any, args: argparse.Namespace) -> in
          not_running=total - errors - len(latencies))
     if latencies:
         emit("pod_startup_mean", statistics.fmean(latencies), "s")
-    return len(latencies)
+    return len(latencies), total - len(latencies)
 
 
 def main(argv: list[str]) -> int:
@@ -359,5 +364,4 @@ def main(argv: list[str]) -> int:
         uvloop.install()
     except ImportError:  # pragma: no cover
         pass
-    asyncio.run(run(args))
-    return 0
+    return asyncio.run(run(args))

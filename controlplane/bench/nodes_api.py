@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import nodes as in_process
 from .nodes import _pct, emit, watch_running
 from .scheduler import _free_port, _http, start_server, stop_all
 
@@ -112,8 +113,9 @@ async def _lease_ages(c: Any) -> list[float]:
             return ages
 
 
-async def _pods(c: Any, port: int, args: argparse.Namespace) -> tuple[float, list[float], int]:
-    """Create the pods at the asked rate; (the create rate, startup latencies, pods not Running)."""
+async def _pods(c: Any, port: int, args: argparse.Namespace) -> tuple[float, list[float], int, int]:
+    """Create the pods at the asked rate; (the create rate, startup latencies, pods not Running,
+    creates that failed)."""
     from .api import _Conn
 
     pods = "/api/v1/namespaces/default/pods"
@@ -152,17 +154,19 @@ async def _pods(c: Any, port: int, args: argparse.Namespace) -> tuple[float, lis
     await asyncio.gather(*(worker() for _ in range(args.concurrency)))
     rate = total / (time.monotonic() - t0)
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(done.wait(), timeout=30)
+        await asyncio.wait_for(done.wait(), timeout=in_process.RUNNING_WAIT)
     watcher.cancel()
     await asyncio.gather(watcher, return_exceptions=True)
     emit("pod_create_rate", rate, "1/s", target=args.pod_rate, errors=errors, mode="components-process")
-    return rate, latencies, total - errors - len(latencies)
+    return rate, latencies, total - errors - len(latencies), errors
 
 
-async def _measure(args: argparse.Namespace, port: int, pid: int, idle: tuple[float, float, float]) -> None:
+async def _measure(args: argparse.Namespace, port: int, pid: int, idle: tuple[float, float, float]) -> int:
+    """The steps; pods whose create failed or that were not seen Running."""
     from controlplane.client import Client
 
     c = Client(f"http://127.0.0.1:{port}", timeout=120.0)
+    failed = 0
     try:
         waited = await _wait_nodes(c, args.nodes, timeout=max(120.0, args.nodes / 20))
         emit("nodes_ready", waited, "s", nodes=args.nodes, mode="components-process")
@@ -193,7 +197,8 @@ async def _measure(args: argparse.Namespace, port: int, pid: int, idle: tuple[fl
         emit("lease_age_max", max(ages, default=float("nan")), "s", mode="components-process")
         if args.pod_rate > 0 and args.pod_seconds > 0:
             (s0, c0), w0 = _cpu_split(pid), time.monotonic()
-            _, latencies, left = await _pods(c, port, args)
+            _, latencies, left, errors = await _pods(c, port, args)
+            failed = left + errors
             (s1, c1), wall = _cpu_split(pid), time.monotonic() - w0
             if latencies:  # less what the heartbeats and the idle processes cost meanwhile
                 per_pod = (s1 - s0 + c1 - c0 - cpu * wall) / len(latencies) * 1e3
@@ -205,6 +210,7 @@ async def _measure(args: argparse.Namespace, port: int, pid: int, idle: tuple[fl
                  mode="components-process")
     finally:
         await c.aclose()
+    return failed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -227,8 +233,7 @@ def run(args: argparse.Namespace) -> int:
         procs.clear()
         server = start_server(work / "run", port, [*base, "--nodes", str(args.nodes)])
         procs.append(server)
-        asyncio.run(_measure(args, port, server.pid, idle))
-        return 0
+        return 1 if asyncio.run(_measure(args, port, server.pid, idle)) else 0
     finally:
         stop_all(procs)
         shutil.rmtree(work, ignore_errors=True)
