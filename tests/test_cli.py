@@ -708,6 +708,19 @@ def test_bench_api_python_client_sends_gets_requests_to_both(capsys: pytest.Capt
     assert gets["peer_n"] == 120 and gets["peer_value"] > 0
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["informer", "--repeat", "0"], "--pods and --repeat must be at least 1"),
+    (["lease-watch", "--rounds", "0"], "--leases and --rounds must be at least 1"),
+    (["writes", "--count", "0"], "--count, --concurrency and --report-nodes must be at least 1"),
+])
+def test_bench_refuses_sizes_of_nothing(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # each ran, then ended in a traceback: a median of no runs, a division by no renewals or writes
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", *argv])
+    assert exc.value.code == 2
+    assert said in capsys.readouterr().err
+
+
 def test_bench_store_makes_a_workdir_that_does_not_exist_yet(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     workdir = tmp_path / "not" / "yet"

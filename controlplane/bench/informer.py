@@ -143,6 +143,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--one", choices=MODES, help=argparse.SUPPRESS)  # a single measurement, in this process
     args = p.parse_args(argv)
+    if args.pods < 1 or args.repeat < 1:
+        p.error("--pods and --repeat must be at least 1")
     if args.one:
         print(json.dumps(measure(args.one, args.pods, args.kind)))
         return 0

@@ -106,6 +106,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="renewals of every Lease (default: %(default)s)")
     parser.add_argument("--modes", default=",".join(MODES), help="(default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.leases < 1 or args.rounds < 1:
+        parser.error("--leases and --rounds must be at least 1")
     modes = [m for m in args.modes.split(",") if m]
     if unknown := set(modes) - set(MODES):
         parser.error(f"unknown modes: {sorted(unknown)} (choose from {', '.join(MODES)})")

@@ -268,5 +268,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.renewal_leases < 1:
         p.error(f"--renewal-leases {args.renewal_leases}: at least 1")
+    if args.count < 1 or args.concurrency < 1 or args.report_nodes < 1:
+        p.error("--count, --concurrency and --report-nodes must be at least 1")
     asyncio.run(_run(args))
     return 0
