@@ -137,17 +137,23 @@ _JOB_UID = "batch.kubernetes.io/controller-uid"
 _JOB_NAME = "batch.kubernetes.io/job-name"
 
 
-def _job_policies(spec: Obj) -> None:
-    """SetDefaults_Job's: a pod failure policy's condition patterns match ``status: "True"``
-    unless they say otherwise, and pods are replaced once terminating, or only once failed
-    with a pod failure policy (which needs to see how they ended)."""
+def _pod_condition_patterns(spec: Obj) -> None:
+    """SetDefaults_PodFailurePolicyOnPodConditionsPattern: a pod failure policy's condition
+    patterns match ``status: "True"`` unless they say otherwise (a defaulter of the pattern's
+    type, so a CronJob's job template gets it too)."""
     policy = spec.get("podFailurePolicy")
     if isinstance(policy, dict):
         for rule in policy.get("rules") or ():
             for pattern in (rule.get("onPodConditions") or ()) if isinstance(rule, dict) else ():
                 if isinstance(pattern, dict):
                     fill(pattern, "status", "True")
-    fill(spec, "podReplacementPolicy", "TerminatingOrFailed" if policy is None else "Failed")
+
+
+def _job_policies(spec: Obj) -> None:
+    """SetDefaults_Job's: the condition patterns, and pods replaced once terminating, or only
+    once failed with a pod failure policy (which needs to see how they ended)."""
+    _pod_condition_patterns(spec)
+    fill(spec, "podReplacementPolicy", "TerminatingOrFailed" if spec.get("podFailurePolicy") is None else "Failed")
 
 
 def _job(obj: Obj, old: Obj | None) -> None:
@@ -159,6 +165,7 @@ def _job(obj: Obj, old: Obj | None) -> None:
     fill(spec, "completionMode", "NonIndexed")
     fill(spec, "suspend", False)
     _job_policies(spec)
+    fill(spec, "manualSelector", False)  # SetDefaults_Job writes a nil one as false
     _template(spec)
     meta = obj.get("metadata") or {}
     if old is None and not spec.get("manualSelector") and meta.get("uid"):
@@ -181,14 +188,10 @@ def _cron_job(obj: Obj, old: Obj | None) -> None:
     fill(spec, "suspend", False)
     fill(spec, "successfulJobsHistoryLimit", 3)
     fill(spec, "failedJobsHistoryLimit", 1)
+    # SetObjectDefaults_CronJob calls no SetDefaults_Job: the template's job spec keeps what it
+    # says (no completions, parallelism, backoffLimit, ...), and the Job made from it gets them
     job_spec = _dict(_dict(spec, "jobTemplate"), "spec")
-    if job_spec.get("completions") is None and job_spec.get("parallelism") is None:
-        job_spec["completions"] = 1
-    fill(job_spec, "parallelism", 1)
-    fill(job_spec, "backoffLimit", 6)
-    fill(job_spec, "completionMode", "NonIndexed")
-    fill(job_spec, "suspend", False)
-    _job_policies(job_spec)
+    _pod_condition_patterns(job_spec)
     _template(job_spec)
 
 
