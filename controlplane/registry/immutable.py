@@ -485,6 +485,8 @@ def service_update_causes(obj: Obj, old: Obj) -> Causes:
                 spec.pop(field, None)
     if "ExternalName" in (spec.get("type"), old_spec.get("type")):
         return []
+    if spec.get("ipFamilyPolicy") in (None, "") and old_spec.get("ipFamilyPolicy"):
+        spec["ipFamilyPolicy"] = old_spec["ipFamilyPolicy"]  # initIPFamilyFields: an update keeps its policy
     old_ips = old_spec.get("clusterIPs") or ([old_spec["clusterIP"]] if old_spec.get("clusterIP") else [])
     if not old_ips:
         return []

@@ -239,8 +239,16 @@ def _default_service(svc: dict[str, Any]) -> None:
         if spec.get("clusterIP") in (None, ""):
             spec["clusterIP"] = picks.cluster_ip() if picks is not None else free_cluster_ip(())
         spec.setdefault("clusterIPs", [spec["clusterIP"]])
-        spec.setdefault("ipFamilies", ["IPv4"])
-        fill(spec, "ipFamilyPolicy", "SingleStack")
+        # upstream's initIPFamilyFields: a headless Service without a selector asks for both
+        # families unless told otherwise, and gets them even on a single-stack cluster
+        open_headless = _open_headless(spec)
+        policy = fill(spec, "ipFamilyPolicy", "RequireDualStack" if open_headless else "SingleStack")
+        families = spec.get("ipFamilies")
+        if not families:
+            spec["ipFamilies"] = families = ["IPv4"]
+        if open_headless and policy != "SingleStack" and isinstance(families, list) and len(families) == 1 \
+                and families[0] in _FAMILY_PAIR:
+            families.append(_FAMILY_PAIR[families[0]])
         fill(spec, "internalTrafficPolicy", "Cluster")  # (not for an ExternalName, as upstream)
     external = kind in ("NodePort", "LoadBalancer")
     if external or (kind == "ClusterIP" and spec.get("externalIPs")):
@@ -265,6 +273,43 @@ def _default_service(svc: dict[str, Any]) -> None:
         node_port = picks.node_port(taken) if picks is not None else free_node_port(taken)
         if node_port is not None:
             spec["healthCheckNodePort"] = node_port
+
+
+_FAMILY_PAIR = {"IPv4": "IPv6", "IPv6": "IPv4"}
+
+
+def _open_headless(spec: dict[str, Any]) -> bool:
+    """A headless Service without a selector: its families are not this cluster's to judge."""
+    return spec.get("clusterIP") == "None" and not spec.get("selector")
+
+
+def service_family_causes(svc: dict[str, Any]) -> Causes:
+    """What kube-apiserver's allocator (initIPFamilyFields, before validation) refuses of a
+    Service's IP families on this single-stack IPv4 cluster: one family with ``SingleStack``,
+    no dual-stack demand, no family but IPv4; a headless Service without a selector may
+    name any (family names that are none are validation's, ``service_causes``)."""
+    spec = svc.get("spec")
+    if not isinstance(spec, dict) or spec.get("type") == "ExternalName" or _open_headless(spec):
+        return []
+    policy = spec.get("ipFamilyPolicy")
+    ips, families = spec.get("clusterIPs"), spec.get("ipFamilies")
+    ips, families = ips if isinstance(ips, list) else [], families if isinstance(families, list) else []
+    causes: Causes = []
+    if policy == "SingleStack":
+        for several, what in ((ips, "cluster IPs"), (families, "IP families")):
+            if len(several) == 2:
+                causes.append(_invalid_go("spec.ipFamilyPolicy", quote(policy),
+                                          f"must be 'RequireDualStack' or 'PreferDualStack' when multiple {what} "
+                                          "are specified"))
+        if causes:
+            return causes
+    if policy == "RequireDualStack":
+        causes.append(_invalid_go("spec.ipFamilyPolicy", quote(policy), "this cluster is not configured for "
+                                  "dual-stack services"))
+    for i, family in enumerate(families):
+        if family == "IPv6":  # (another name is no family: validation's NotSupported)
+            causes.append(_invalid_go(f"spec.ipFamilies[{i}]", quote(family), "not configured on this cluster"))
+    return causes
 
 
 ServiceRanges = Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]
@@ -586,7 +631,8 @@ _EVENT_STRINGS = ("reportingComponent", "reportingInstance")
 
 
 _PREPARERS["events"] = _prepare_event
-_PREPARERS["services"] = lambda svc, old: service_causes(svc) + service_ip_causes(svc, old)
+_PREPARERS["services"] = lambda svc, old: \
+    service_family_causes(svc) or service_causes(svc) + service_ip_causes(svc, old)  # (the allocator's first)
 _PREPARERS.update({
     "persistentvolumeclaims": prepare_claim, "persistentvolumes": prepare_volume,
     "storageclasses": prepare_storage_class, "resourcequotas": prepare_resource_quota,
@@ -696,7 +742,7 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         causes = service_update_causes(obj, old)
         if not causes and obj.get("spec") is not old.get("spec"):
             _default_service(obj)  # what a new type needs: node ports, a cluster IP, traffic policies
-            causes = service_causes(obj) + service_ip_causes(obj, old)
+            causes = service_family_causes(obj) or service_causes(obj) + service_ip_causes(obj, old)
         return causes + load_balancer_ip_causes(obj, old)
     f = _PREPARERS.get(plural)
     try:

@@ -1,6 +1,7 @@
 """kubectl commands a platform engineer's sweep against upstream found answered differently,
 with the real kubectl against one ``controlplane serve`` over a socket: a CronJob's job
-template as ``SetObjectDefaults_CronJob`` defaults it."""
+template as ``SetObjectDefaults_CronJob`` defaults it, and a Service's IP families as
+upstream's allocator (``initIPFamilyFields``) settles them on a single-stack cluster."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.test_kubectl import kubectl
+from tests.e2e.test_kubectl_sweep import failing
 from tests.test_cli import Serve, running, start_serve
 
 
@@ -52,3 +54,49 @@ def test_a_cron_jobs_template_keeps_what_it_says_and_its_job_gets_the_job_defaul
     assert job_spec["podFailurePolicy"]["rules"][0]["onPodConditions"] == [{"type": "DisruptionTarget",
                                                                               "status": "True"}]
     assert "podReplacementPolicy" not in job_spec
+
+
+def _service(name: str, **spec: object) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                       "spec": {"ports": [{"port": 80}], **spec}})
+
+
+def test_a_headless_service_without_a_selector_asks_for_both_families(served: Serve) -> None:
+    """Upstream's special case: such a Service defaults to RequireDualStack and is given the
+    other family beside the first, even on a single-stack cluster; with a selector, or told
+    SingleStack, it keeps one; an update that leaves the policy out keeps it."""
+    def families(name: str, **spec: object) -> tuple[str, list[str]]:
+        out = json.loads(kubectl(served, "create", "-f", "-", "-o", "json", stdin=_service(name, **spec)))
+        return out["spec"]["ipFamilyPolicy"], out["spec"]["ipFamilies"]
+
+    assert families("open", clusterIP="None") == ("RequireDualStack", ["IPv4", "IPv6"])
+    assert families("open6", clusterIP="None", ipFamilies=["IPv6"]) == ("RequireDualStack", ["IPv6", "IPv4"])
+    assert families("open-prefer", clusterIP="None", ipFamilyPolicy="PreferDualStack") == \
+        ("PreferDualStack", ["IPv4", "IPv6"])
+    assert families("open-single", clusterIP="None", ipFamilyPolicy="SingleStack") == ("SingleStack", ["IPv4"])
+    assert families("selected", clusterIP="None", selector={"app": "db"}) == ("SingleStack", ["IPv4"])
+    assert families("prefer", selector={"app": "db"}, ipFamilyPolicy="PreferDualStack") == \
+        ("PreferDualStack", ["IPv4"])
+    put = json.loads(kubectl(served, "get", "svc", "open-single", "-o", "json"))
+    del put["spec"]["ipFamilyPolicy"]
+    put["spec"]["ports"][0]["port"] = 81
+    replaced = json.loads(kubectl(served, "replace", "-f", "-", "-o", "json", stdin=json.dumps(put)))
+    assert (replaced["spec"]["ipFamilyPolicy"], replaced["spec"]["ipFamilies"]) == ("SingleStack", ["IPv4"])
+
+
+def test_a_service_asking_for_what_a_single_stack_cluster_lacks_is_refused(served: Serve) -> None:
+    """initIPFamilyFields's 422s, before validation's: dual stack required, a family the cluster
+    has no range for, two families with SingleStack (the default)."""
+    refused: dict[str, tuple[dict[str, object], str]] = {
+        "require": ({"ipFamilyPolicy": "RequireDualStack"}, 'spec.ipFamilyPolicy: Invalid value: "RequireDualStack": '
+                    "this cluster is not configured for dual-stack services"),
+        "six": ({"ipFamilies": ["IPv6"]}, 'spec.ipFamilies[0]: Invalid value: "IPv6": not configured on this cluster'),
+        "both": ({"ipFamilies": ["IPv4", "IPv6"]}, 'spec.ipFamilyPolicy: Invalid value: "SingleStack": must be '
+                 "'RequireDualStack' or 'PreferDualStack' when multiple IP families are specified"),
+        "both-prefer": ({"ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "PreferDualStack"},
+                        'spec.ipFamilies[1]: Invalid value: "IPv6": not configured on this cluster'),
+    }
+    for name, (spec, message) in refused.items():
+        err = failing(served, "create", "-f", "-", stdin=_service(name, selector={"app": "x"}, **spec))
+        assert err.strip() == f'The Service "{name}" is invalid: {message}', err
+    assert 'services "require" not found' in failing(served, "get", "svc", "require")
