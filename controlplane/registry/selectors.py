@@ -396,6 +396,13 @@ def parse_field_selector(text: str | None, plural: str, custom: bool = False) ->
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")  # upstream's words
         if plural == "pods" and field == "spec.host":  # an old v1 client's name for it, upstream's conversion says
             field = "spec.nodeName"
+        if plural == "pods" and field == "status.podIPs":
+            # upstream's conversion takes it but the pod's field set has no such field: it is
+            # empty in every pod, so the term holds for all (dropped) or for none (a name no
+            # object has; the watch cache's name index answers it at once)
+            if (value == "") != (op != "!="):
+                terms.append((fields["metadata.name"], True, ""))
+            continue
         if field not in fields:
             if custom or plural in FIELDS:
                 raise SelectorError(f"field label not supported: {field}")

@@ -1,7 +1,8 @@
 """kubectl commands a platform engineer's sweep against upstream found answered differently,
 with the real kubectl against one ``controlplane serve`` over a socket: a CronJob's job
-template as ``SetObjectDefaults_CronJob`` defaults it, and a Service's IP families as
-upstream's allocator (``initIPFamilyFields``) settles them on a single-stack cluster."""
+template as ``SetObjectDefaults_CronJob`` defaults it, a Service's IP families as upstream's
+allocator (``initIPFamilyFields``) settles them on a single-stack cluster, and the pods'
+``status.podIPs`` field selector."""
 
 from __future__ import annotations
 
@@ -100,3 +101,17 @@ def test_a_service_asking_for_what_a_single_stack_cluster_lacks_is_refused(serve
         err = failing(served, "create", "-f", "-", stdin=_service(name, selector={"app": "x"}, **spec))
         assert err.strip() == f'The Service "{name}" is invalid: {message}', err
     assert 'services "require" not found' in failing(served, "get", "svc", "require")
+
+
+def test_the_pods_status_pod_ips_selector_is_taken_as_an_empty_field(served: Serve) -> None:
+    """Upstream's label conversion takes ``status.podIPs``, its field set has none: ``=x``
+    selects no pod, ``!=x`` and ``=`` every pod, where a field it does not take is 400."""
+    kubectl(served, "run", "ips", "--image=nginx")
+    assert kubectl(served, "get", "pods", "--field-selector=status.podIPs=10.0.0.1", "-o", "name") == ""
+    assert kubectl(served, "get", "pods", "--field-selector=status.podIPs!=10.0.0.1", "-o", "name") == "pod/ips\n"
+    assert kubectl(served, "get", "pods", "--field-selector=status.podIPs=,metadata.name=ips", "-o", "name") == \
+        "pod/ips\n"
+    err = failing(served, "get", "pods", "--field-selector=status.hostIP=10.0.0.1")
+    assert err.strip() == ('Error from server (BadRequest): Unable to find "/v1, Resource=pods" that match label '
+                           'selector "", field selector "status.hostIP=10.0.0.1": field label not supported: '
+                           "status.hostIP")
