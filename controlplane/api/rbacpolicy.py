@@ -95,7 +95,7 @@ def bootstrap_role(name: str, rules: list[Obj], labels: Mapping[str, str] | None
     """A bootstrap (Cluster)Role: labelled and annotated as upstream's; ``aggregate_from`` makes
     it an aggregated role selecting ``aggregate-to-<aggregate_from>``."""
     role: Obj = {"apiVersion": f"{RBAC_GROUP}/v1", "kind": kind, "metadata": _metadata(name, labels, namespace),
-                 "rules": rules}
+                 "rules": rules or None}  # (none: Go's nil slice, read back as null)
     if aggregate_from is not None:
         role["aggregationRule"] = {"clusterRoleSelectors": [
             {"matchLabels": {AGGREGATE_LABEL.format(aggregate_from): "true"}}]}

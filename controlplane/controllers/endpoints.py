@@ -338,7 +338,8 @@ class EndpointsController:
                     "ports": [_slice_port(port) for port in ports],
                     "endpoints": [self._endpoint(p, svc, publish) for p in chunk]})
         if not wanted:
-            wanted.append({"addressType": "IPv4", "ports": [], "endpoints": []})  # upstream keeps an empty one
+            # upstream keeps an empty one, its lists nil (null, as the server reads them back)
+            wanted.append({"addressType": "IPv4", "ports": None, "endpoints": None})
         mine = sorted((es for es in self.slices.items.values()
                        if meta_of(es).get("namespace") == namespace
                        and (meta_of(es).get("labels") or {}).get(SERVICE_NAME) == name
@@ -451,8 +452,9 @@ class EndpointsController:
         else:
             labels.pop(HEADLESS, None)
         body: Obj = {"apiVersion": "v1", "kind": "Endpoints",
-                     "metadata": {"name": name, "namespace": namespace, "labels": labels},
-                     "subsets": subsets}
+                     "metadata": {"name": name, "namespace": namespace, "labels": labels}}
+        if subsets:
+            body["subsets"] = subsets  # (omitempty: none is no field)
         # from the informer, not a read: a stale copy's version is a conflict, handled again later
         have = self.endpoints.items.get(f"{namespace}/{name}")
         if have is not None:

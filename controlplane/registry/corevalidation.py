@@ -210,7 +210,10 @@ def _pod_cidrs(cidrs: list[Any], causes: Causes) -> None:
 # -- Endpoints --------------------------------------------------------------------------------------
 def prepare_endpoints(endpoints: Obj, old: Obj | None) -> Causes:
     """An Endpoints' write: its ports' protocol defaulted (TCP), then its causes; an update
-    that keeps the subsets keeps addresses the strict parse refuses."""
+    that keeps the subsets keeps addresses the strict parse refuses. No subsets are none
+    (``omitempty``: an empty list is not written back)."""
+    if endpoints.get("subsets") == []:
+        del endpoints["subsets"]
     for subset in _list(endpoints.get("subsets")):
         for port in _list(_dict(subset).get("ports")):
             if isinstance(port, dict) and not port.get("protocol"):

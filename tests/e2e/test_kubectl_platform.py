@@ -7,6 +7,7 @@ allocator (``initIPFamilyFields``) settles them on a single-stack cluster, and t
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,7 +19,7 @@ from tests.test_cli import Serve, running, start_serve
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    with running(start_serve(tmp_path_factory.mktemp("platform"))) as s:
+    with running(start_serve(tmp_path_factory.mktemp("platform"), scheduler=True)) as s:  # (its controllers)
         yield s
 
 
@@ -108,10 +109,33 @@ def test_the_pods_status_pod_ips_selector_is_taken_as_an_empty_field(served: Ser
     selects no pod, ``!=x`` and ``=`` every pod, where a field it does not take is 400."""
     kubectl(served, "run", "ips", "--image=nginx")
     assert kubectl(served, "get", "pods", "--field-selector=status.podIPs=10.0.0.1", "-o", "name") == ""
-    assert kubectl(served, "get", "pods", "--field-selector=status.podIPs!=10.0.0.1", "-o", "name") == "pod/ips\n"
+    assert kubectl(served, "get", "pods", "-l", "run=ips", "--field-selector=status.podIPs!=10.0.0.1", "-o",
+                   "name") == "pod/ips\n"
     assert kubectl(served, "get", "pods", "--field-selector=status.podIPs=,metadata.name=ips", "-o", "name") == \
         "pod/ips\n"
     err = failing(served, "get", "pods", "--field-selector=status.hostIP=10.0.0.1")
     assert err.strip() == ('Error from server (BadRequest): Unable to find "/v1, Resource=pods" that match label '
                            'selector "", field selector "status.hostIP=10.0.0.1": field label not supported: '
                            "status.hostIP")
+
+
+def test_empty_lists_read_back_as_kube_apiservers_protobuf_storage_gives_them(served: Serve) -> None:
+    """What kube-apiserver stores is protobuf, where an empty list is nothing: a list Go writes
+    without ``omitempty`` (a Role's ``rules``, an EndpointSlice's ``endpoints`` and ``ports``)
+    reads back as null, absent or empty; an ``omitempty`` one (an Endpoints' ``subsets``) not at
+    all. The placeholder slice and the Endpoints of a Service that selects no pod are so."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "none"}, "rules": []}
+    assert json.loads(kubectl(served, "create", "-f", "-", "-o", "json", stdin=json.dumps(role)))["rules"] is None
+    created = kubectl(served, "create", "clusterrole", "gathered", "--aggregation-rule=team=a", "-o", "json")
+    assert json.loads(created)["rules"] is None
+    assert json.loads(kubectl(served, "get", "clusterrole", "gathered", "-o", "json"))["rules"] is None
+    kubectl(served, "create", "service", "clusterip", "lonely", "--tcp=80")
+    kubectl(served, "wait", "endpoints/lonely", "--for=create", "--timeout=30s")
+    deadline = time.monotonic() + 30
+    while not (slices := json.loads(kubectl(served, "get", "endpointslice", "-l",
+                                            "kubernetes.io/service-name=lonely", "-o", "json"))["items"]):
+        assert time.monotonic() < deadline, "no EndpointSlice for the Service"
+        time.sleep(0.1)
+    (placeholder,) = slices
+    assert ("endpoints", None) in placeholder.items() and ("ports", None) in placeholder.items()
+    assert "subsets" not in json.loads(kubectl(served, "get", "endpoints", "lonely", "-o", "json"))
