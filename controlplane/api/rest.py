@@ -1874,7 +1874,8 @@ class KubeApi:
         upstream's plugins are (a token mount, a taint, a default, a class already there kept;
         a priority or overhead already set checked against what it would set)."""
         # In upstream's plugin order (``AllOrderedPlugins``): LimitRanger, ServiceAccount,
-        # TaintNodesByCondition, Priority, DefaultStorageClass, RuntimeClass, DefaultIngressClass.
+        # TaintNodesByCondition, Priority, DefaultStorageClass, RuntimeClass, DefaultIngressClass,
+        # PodTopologyLabels.
         # (Each writes fields of its own, so the order shows only in which refusal comes first.)
         if self._limit_ranger is not None:  # the defaults; the bounds in validating admission
             await self._limit_ranger.admit(rtype, namespace, obj)
@@ -1890,6 +1891,14 @@ class KubeApi:
             await self._runtime_classes.admit(obj)
         if rtype is self._default_classes.ingresses:  # DefaultIngressClass
             await self._default_classes.admit(rtype, obj)
+        if rtype is self._pods:  # PodTopologyLabels: a pod created on its node, as a binding
+            spec = obj.get("spec")
+            node = spec.get("nodeName") if isinstance(spec, dict) else None
+            topology = self._topology_of(node) if isinstance(node, str) and node else None
+            if topology:
+                meta = obj.setdefault("metadata", {})
+                labels = meta.get("labels")
+                meta["labels"] = {**(labels if isinstance(labels, dict) else {}), **topology}
 
     async def _mutating_update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
                                          obj: dict[str, Any], old: dict[str, Any], subresource: str | None) -> None:

@@ -7,10 +7,10 @@ put on the pod too, as an external scheduler may set labels with its binding.
     >>> bound_labels({"metadata": {"labels": {"team": "a"}}}, {"topology.kubernetes.io/zone": "z1"})
     {'team': 'a', 'topology.kubernetes.io/zone': 'z1'}
 
-Upstream's plugin reads the Node from its informer's cache and does nothing for a node it
-has not seen; here the watch cache's latest version is read (``NodeTopology``), with no
-store read on a binding's path. A pod created with ``spec.nodeName`` set, which upstream's
-plugin labels too, is not labelled here.
+A pod created with ``spec.nodeName`` set gets its node's topology labels over its own too
+(``KubeApi._built_in_create_admission``). Upstream's plugin reads the Node from its
+informer's cache and does nothing for a node it has not seen; here the watch cache's latest
+version is read (``NodeTopology``), with no store read on a binding's or a create's path.
 """
 
 from __future__ import annotations

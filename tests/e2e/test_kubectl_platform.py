@@ -139,3 +139,24 @@ def test_empty_lists_read_back_as_kube_apiservers_protobuf_storage_gives_them(se
     (placeholder,) = slices
     assert ("endpoints", None) in placeholder.items() and ("ports", None) in placeholder.items()
     assert "subsets" not in json.loads(kubectl(served, "get", "endpoints", "lonely", "-o", "json"))
+
+
+def test_a_pod_created_on_its_node_gets_the_nodes_topology_labels(served: Serve) -> None:
+    """PodTopologyLabels admits a pod created with ``spec.nodeName`` (``kubectl debug node/x``
+    makes one) as it admits a binding: the node's zone and region labels, over the pod's own;
+    a node it does not know gives none."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "rack-7", "labels": {
+        "topology.kubernetes.io/zone": "zone-b", "topology.kubernetes.io/region": "eu-1", "disk": "ssd"}}}
+    kubectl(served, "create", "-f", "-", stdin=json.dumps(node))
+
+    def created(name: str, node_name: str) -> dict[str, str]:
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {
+            "app": name, "topology.kubernetes.io/zone": "mine"}}, "spec": {
+            "nodeName": node_name, "containers": [{"name": "c", "image": "busybox"}]}}
+        out = json.loads(kubectl(served, "create", "-f", "-", "-o", "json", stdin=json.dumps(pod)))
+        labels: dict[str, str] = out["metadata"]["labels"]
+        return labels
+
+    assert created("placed", "rack-7") == {"app": "placed", "topology.kubernetes.io/zone": "zone-b",
+                                           "topology.kubernetes.io/region": "eu-1"}
+    assert created("nowhere", "rack-404") == {"app": "nowhere", "topology.kubernetes.io/zone": "mine"}
