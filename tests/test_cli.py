@@ -792,7 +792,9 @@ def test_bench_idle_measures_a_server_left_alone(capsys: pytest.CaptureFixture[s
     assert all(line["bench"] == "idle" and len(line["runs"]) == 1 for line in lines)
     assert lines[0]["value"] > 0.1  # a start costs imports, the store, the caches
     assert 0 <= lines[1]["value"] < 1.0
-    assert 1 < lines[4]["value"] < 1000
+    # wake-ups a second: the loop's timers make some, but a starved process finds them overdue and
+    # does not sleep (0.99 in a second's window at load average 10)
+    assert 0 < lines[4]["value"] < 1000
 
 
 def test_bench_watchcache_resumes_compare_the_hinted_walk_with_the_naive_one(
