@@ -94,8 +94,10 @@ async def _run(args: argparse.Namespace, port: int) -> dict[str, Any]:
 
 def run(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="controlplane bench dra --api", description=help_text(__doc__, first=True))
-    ap.add_argument("--api", action="store_true")
-    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--api", action="store_true", help="this mode: end to end through a server's API (given to "
+                                                        "choose it; without it, the allocator alone)")
+    ap.add_argument("--nodes", type=int, default=1000, help="nodes, each publishing its GPUs in ResourceSlices "
+                                                            "(default: %(default)s)")
     ap.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: %(default)s)")
     ap.add_argument("--pods", type=int, default=20000, help="pods, one claim each (default: %(default)s)")
     ap.add_argument("--connections", type=int, default=32, help="concurrent creating clients")
