@@ -291,9 +291,10 @@ async def _phases(args: argparse.Namespace, client: Any, st: Any, times: _PodTim
         emit("pods_marked_unschedulable_seconds", time.monotonic() - t0, "s", pods=args.pods)
     marks: dict[str, float] = {}
     deadline = t0 + args.timeout
-    while (len(running) < args.pods and time.monotonic() < deadline
-           and not (args.alone and "devices_published" in marks)):
-        now = time.monotonic()
+
+    def take_marks(now: float) -> None:
+        """The phases' first moments seen by this poll (and by a last one after the loop: all
+        Running may come within one 20 ms poll of all bound, which would leave that mark out)."""
         if "all_pending" not in marks and len(st.provisionable) >= args.pods:
             marks["all_pending"] = now
         claims = list(st.nodeclaims.values())
@@ -313,8 +314,13 @@ async def _phases(args: argparse.Namespace, client: Any, st: Any, times: _PodTim
         if ("all_bound" not in marks and len(st.pods) >= args.pods
                 and all((p.get("spec") or {}).get("nodeName") for p in st.pods.values())):
             marks["all_bound"] = now
+
+    while (len(running) < args.pods and time.monotonic() < deadline
+           and not (args.alone and "devices_published" in marks)):
+        take_marks(time.monotonic())
         await asyncio.sleep(0.02)
     done = time.monotonic()
+    take_marks(done)
     target = gpu_latency + 5.0
     pending_at = marks.get("all_pending")
     since_pending = round(done - pending_at, 3) if pending_at is not None else None
