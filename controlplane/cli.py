@@ -936,9 +936,7 @@ def _server(uvicorn: Any, app: Any, config: Config, tls: Tls | None) -> Any:
         # uvicorn closes an idle keep-alive connection after 5 s; Go clients (kubectl,
         # client-go) keep idle connections for 90 s and would meet closed ones
         timeout_keep_alive=90,
-        # A TLS connection closes with a close_notify exchange; an idle keep-alive
-        # client that never answers it would hold the shutdown for the SSL shutdown
-        # timeout (30 s). Bound the graceful part, then connections are dropped.
+        # the requests still running when the server stops: cut off past this, unanswered
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         ssl_certfile=str(tls.cert_file) if tls else None,
         ssl_keyfile=str(tls.key_file) if tls else None,
@@ -1077,7 +1075,11 @@ def _stop_workers(pids: list[int]) -> None:
 
 
 LISTEN_BACKLOG = 2048
-GRACEFUL_SHUTDOWN_SECONDS = 2
+# How long a stop waits for the requests already running (watches end at once: http1.py's
+# ServerProtocol.shutdown): a write's answer under load, or after an admission webhook's
+# wait, can take seconds, and one cut off is left unanswered, its outcome unknown to its
+# client. kube-apiserver waits up to 60 s; most of what runs here ends within milliseconds.
+GRACEFUL_SHUTDOWN_SECONDS = 10
 
 
 def listen(host: str, port: int, reuse_port: bool = False) -> socket.socket:

@@ -169,7 +169,7 @@ class Exchange:
     __slots__ = ("proto", "scope", "keep_alive", "expect_continue", "head_request", "http10",
                  "chunks", "buffered", "body_done", "delivered", "waiter", "body_deadline",
                  "started", "head", "chunked", "remaining", "done", "disconnected", "audit_id",
-                 "ws_head", "ws_partial", "ws_closed")
+                 "ws_head", "ws_partial", "ws_closed", "stopping")
 
     def __init__(self, proto: ServerProtocol, scope: dict[str, Any], keep_alive: bool,
                  expect_continue: bool) -> None:
@@ -199,6 +199,9 @@ class Exchange:
         self.ws_head: bytes | None = None
         self.ws_partial = b""
         self.ws_closed = False
+        # the server is stopping: once its body is read, the app is told the client went
+        # (a watch, a followed log, ends its stream cleanly; other requests never ask)
+        self.stopping = False
 
     def wake(self) -> None:
         w = self.waiter
@@ -216,7 +219,7 @@ class Exchange:
                 if self.body_done:
                     self.delivered = True
                 return {"type": "http.request", "body": body, "more_body": not self.body_done}
-            if self.disconnected or self.done or self.ws_closed:
+            if self.disconnected or self.done or self.ws_closed or (self.stopping and self.delivered):
                 return {"type": "http.disconnect"}
             if self.expect_continue and not self.started and not self.body_done:
                 self.expect_continue = False
@@ -397,11 +400,13 @@ class Exchange:
         elif not self.disconnected:
             self.proto.write(head)
 
-    def fail(self) -> None:
-        """The app ended without completing the response (or raised)."""
+    def fail(self, answer: bool = True) -> None:
+        """The app ended without completing the response (or raised). Without ``answer`` (the
+        server cut the request off as it stopped), the connection closes with no answer: a
+        500 would tell the client that a write which may have been stored was not."""
         if self.done:
             return
-        if not self.started and not self.disconnected:
+        if answer and not self.started and not self.disconnected:
             self.keep_alive = False
             self.proto.write(_plain(500, "Internal Server Error"))
         self.done = True
@@ -565,7 +570,11 @@ class ServerProtocol(asyncio.Protocol):
 
     # -- uvicorn's server --------------------------------------------------------------
     def shutdown(self) -> None:
-        """Graceful shutdown: close an idle connection now, a busy one after its response.
+        """Graceful shutdown: close an idle connection now, a busy one after its response. A
+        stream (a watch, a followed log) ends now, cleanly, as kube-apiserver ends its watches
+        when it stops: its client watches again, from where it was, elsewhere or once the
+        server is back; without this every open watch held the shutdown for its whole grace
+        period, and was then cut off mid-stream with the requests still running.
 
         An idle TLS connection closes as Go's ``tls.Conn.Close`` closes kube-apiserver's: its
         close_notify alert sent, the socket closed without waiting for the client's. Waiting,
@@ -578,6 +587,8 @@ class ServerProtocol(asyncio.Protocol):
                     asyncio.get_running_loop().call_soon(transport.abort)
         else:
             self.current.keep_alive = False
+            self.current.stopping = True
+            self.current.wake()
             for ex in self.waiting:
                 ex.keep_alive = False
 
@@ -692,7 +703,7 @@ class ServerProtocol(asyncio.Protocol):
         except BaseException as e:
             if not isinstance(e, asyncio.CancelledError):
                 log.error("%s %s: the app raised %r", ex.scope["method"], ex.scope["path"], e, exc_info=True)
-            ex.fail()
+            ex.fail(answer=not isinstance(e, asyncio.CancelledError))
             if isinstance(e, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
                 raise
         else:

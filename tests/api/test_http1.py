@@ -533,6 +533,67 @@ async def test_shutdown_closes_an_idle_connection_and_lets_a_busy_one_finish() -
     assert code == 200 and headers["connection"] == "close"
 
 
+
+async def test_shutdown_ends_a_stream_cleanly_and_tells_a_busy_request_nothing() -> None:
+    """A watch learns of the stop as of its client's going and ends its stream with the last
+    chunk; a request at work that reads its body and answers is answered as usual."""
+    release = asyncio.Event()
+    told: list[str] = []
+
+    async def watch(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"event\n", "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def write(scope: Any, receive: Any, send: Any) -> None:
+        while (m := await receive()).get("more_body"):
+            pass
+        told.append(m["type"])
+        await release.wait()
+        await echo(scope, _replayed(m), send)
+
+    watching, watch_transport, watch_state = connect(watch)
+    watching.data_received(b"GET /w HTTP/1.1\r\nHost: x\r\n\r\n")
+    writing, write_transport, write_state = connect(write)
+    writing.data_received(b"POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    watching.shutdown()
+    writing.shutdown()
+    await settle(watch_state)
+    [(code, _, body)] = responses(watch_transport.output)  # (the chunked framing's end parsed)
+    assert code == 200 and body == b"event\n" and watch_transport.closed
+    assert not write_transport.closed
+    release.set()
+    await settle(write_state)
+    [(code, headers, body)] = responses(write_transport.output)
+    assert code == 200 and body == b"POST /c? hi" and headers["connection"] == "close"
+    assert told == ["http.request"]
+
+
+def _replayed(message: dict[str, Any]) -> Any:
+    async def receive() -> dict[str, Any]:
+        return message
+    return receive
+
+
+async def test_a_request_cut_off_by_the_stop_closes_its_connection_unanswered() -> None:
+    """Past the shutdown's grace uvicorn cancels what still runs: a write that may have been
+    stored must not be answered 500, which says it failed; Go's server closes the connection."""
+    async def forever(scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.Event().wait()
+
+    proto, transport, state = connect(forever)
+    proto.data_received(b"POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+    await asyncio.sleep(0)
+    proto.shutdown()
+    for task in state.tasks:
+        task.cancel()
+    await asyncio.gather(*state.tasks, return_exceptions=True)
+    assert transport.output == b"" and transport.closed
+
 # -- over a real socket, under uvicorn's server ---------------------------------------------
 @pytest.fixture
 async def served() -> AsyncIterator[int]:
