@@ -10,7 +10,7 @@ Every error a store raises on purpose derives from ``StoreError``::
     ├── FutureRevision     revision above the store's                (HTTP 504 Timeout, as kube)
     ├── InvalidRequest     key or value outside the limits           (HTTP 400 / 413)
     │   └── ValueTooLarge  value above MAX_VALUE_BYTES               (HTTP 413)
-    ├── StorageFull        the disk is full; nothing was written     (HTTP 507/500 class)
+    ├── StorageFull        the disk is full; nothing was written     (HTTP 500)
     ├── CorruptStore       the data path holds something that is not this store's
     └── Unavailable        the backend cannot be reached (etcd down, no quorum)   (HTTP 503)
         └── OutcomeUnknown a write sent but not answered: it may have been applied (HTTP 504 Timeout)

@@ -3861,7 +3861,10 @@ def _store_error(e: store.StoreError) -> ApiError:
     if isinstance(e, store.FutureRevision):
         return too_large_resource_version(e.revision, e.current)
     if isinstance(e, store.StorageFull):
-        return ApiError(507, "InsufficientStorage", str(e))
+        # as kube-apiserver passes on etcd's "etcdserver: mvcc: database space exceeded": an
+        # error no storage layer translated, a 500 without a reason, the store's words as its
+        # message (a client reads it as "Error from server: <message>"; nothing was written)
+        return ApiError(500, "", str(e))
     if isinstance(e, store.OutcomeUnknown):
         # upstream's answer to a request its storage did not finish in time (the timeout
         # filter's NewTimeoutError): it may still be applied, which a 503 would deny

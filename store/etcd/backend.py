@@ -206,8 +206,8 @@ def _gateway_error(status: int, body: dict[str, Any], text: str) -> StoreError:
     if "request is too large" in message:
         return InvalidRequest(f"etcd refused the request as too large ({message}): "
                               "run etcd with --max-request-bytes of at least 1.6 MiB")
-    if "database space exceeded" in message:
-        return StorageFull(f"etcd: {message}")
+    if "database space exceeded" in message:  # (etcd's words name it: "etcdserver: mvcc: ...")
+        return StorageFull(message)
     if code in _UNAVAILABLE_CODES or status in (502, 503, 504) \
             or any(m in message for m in _UNAVAILABLE_MESSAGES):
         return Unavailable(f"etcd: {message}")
