@@ -362,9 +362,11 @@ class Applier:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # a Ctrl-C on the terminal reaches the whole process group: the server that owns this
-    # process stops it (its pipe closes); the signal itself must not kill it mid-batch
+    # a Ctrl-C on the terminal reaches the whole process group, as does a SIGTERM to the group
+    # (systemd's stop): the server that owns this process stops it (its pipe closes); the
+    # signal itself must not kill it mid-batch, nor have the stopping server start another
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     args = sys.argv[1:] if argv is None else argv
     applier = Applier(args[0], int(args[1]) if len(args) > 1 else 1 << 34,
                       history_deltas=(args[2] != "0") if len(args) > 2 else True,

@@ -20,9 +20,10 @@ Requests that arrive together are answered by one ``fdatasync`` per segment and
 one reply, for the highest sequence among them. An ``fdatasync`` that fails is
 reported (the store then refuses writes; a failed sync cannot be retried
 safely) and this process goes on. It exits when its stdin closes: the server
-stopped, or died. It ignores SIGINT, as the applier does: a Ctrl-C on the terminal
-reaches the whole process group, and the server, stopping, still syncs its last
-writes through this process before it closes the pipe.
+stopped, or died. It ignores SIGINT and SIGTERM, as the applier does: a Ctrl-C on the terminal, or
+a SIGTERM to the group (systemd's stop), reaches the whole process group, and the
+server, stopping, still syncs its last writes through this process before it
+closes the pipe.
 
 It runs as ``python -S syncer.py WAL_DIR``: the standard library only, so that it
 starts in milliseconds.
@@ -72,5 +73,7 @@ def serve(directory: str, requests: int, replies: int) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops it (the docstring)
+    # Ctrl-C, or a SIGTERM to the process group (systemd's stop): the server stops it (the docstring)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(serve(sys.argv[1], 0, 1))

@@ -156,6 +156,29 @@ async def test_kill_9_during_bulk_updates_loses_no_acknowledged_update(tmp_path:
         await s.close()
 
 
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+async def test_the_applier_outlives_a_stop_signal_to_the_group(tmp_path: Path, sig: int) -> None:
+    """Ctrl-C, or a SIGTERM to `serve`'s process group, reaches the applier too: it goes on
+    until the store, closing, closes its pipe, and is not replaced meanwhile."""
+    s = LmdbStore(str(tmp_path / "db"))
+    try:
+        await s.create(b"/a", b"1")  # (the first write starts it)
+        applier = s._applier
+        assert applier is not None
+        deadline = time.monotonic() + 10
+        while s.usage()["unapplied"]:  # the write applied: past its start, where it says what it ignores
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        applier.send_signal(sig)
+        with pytest.raises(subprocess.TimeoutExpired):
+            applier.wait(0.5)
+        await s.create(b"/b", b"2")
+        assert s._applier is applier
+    finally:
+        await s.close()
+    assert applier.returncode == 0
+
 async def test_a_full_map_grows_itself(tmp_path: Path) -> None:
     s = LmdbStore(str(tmp_path / "db"), map_size=256 * 1024)
     try:

@@ -58,9 +58,11 @@ def test_the_syncer_answers_each_request_once_durable_and_says_why_it_could_not(
             proc.stdout.close()
 
 
-def test_the_syncer_outlives_a_terminals_ctrl_c_and_ends_with_its_stdin(tmp_path: Path) -> None:
-    # Ctrl-C reaches `serve`'s whole process group: the syncer must go on answering until the
-    # server, stopping, closes its pipe (it printed a KeyboardInterrupt and was replaced)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_the_syncer_outlives_a_stop_signal_to_the_group_and_ends_with_its_stdin(tmp_path: Path, sig: int) -> None:
+    # Ctrl-C (SIGINT) reaches `serve`'s whole process group, and so does a SIGTERM to the group
+    # (systemd's stop, kill -- -PGID): the syncer must go on answering until the server,
+    # stopping, closes its pipe (it died and was replaced, while the server shut down)
     (tmp_path / syncer_mod.SEGMENT_NAME.format(1)).write_bytes(b"\x00" * 4096)
     proc = subprocess.Popen([sys.executable, "-S", _SyncProcess.script, str(tmp_path)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
@@ -68,7 +70,7 @@ def test_the_syncer_outlives_a_terminals_ctrl_c_and_ends_with_its_stdin(tmp_path
     try:
         proc.stdin.write(syncer_mod.REQUEST.pack(1, 1))
         assert _replies(proc, 1) == [(1, 0)]  # running, past its start
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         proc.stdin.write(syncer_mod.REQUEST.pack(2, 1))
         assert _replies(proc, 2) == [(2, 0)]
         proc.stdin.close()
