@@ -85,6 +85,13 @@ HEAD_TIMEOUT = 32.0
 # --request-timeout, whose filter answers a handler still reading): ``receive`` then raises
 # TimeoutError. A body that is there when the app asks (almost every request) arms no timer.
 BODY_TIMEOUT = 60.0
+# A body answered before it all came (a 413 past the API's limit, an error before the body was
+# wanted) is still read, and thrown away, before the connection closes, for at most this long
+# and this much: a socket closed with unread bytes sends a reset, and a client that writes its
+# whole body before it reads (httpx) loses the answer in it. Go's server reads on too
+# (up to 256 KiB, then lingers half a second for the client to read the answer).
+DISCARD_SECONDS = 5.0
+DISCARD_BYTES = 16 << 20
 
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 # scope key: time.perf_counter() when the server took the request up (its head parsed and the request
@@ -446,6 +453,11 @@ class ServerProtocol(asyncio.Protocol):
         self.ws_reader: websocket.FrameReader | None = None  # after an Upgrade request's head
         self.headed: Exchange | None = None  # the last request whose head was parsed
         self.resuming = False  # a new parser reads the head that stands in for an ignored Upgrade's
+        # an answered exchange whose body is read on, and thrown away, before the close
+        self._discarding: Exchange | None = None
+        self._discarded = 0
+        self._discard_done = False  # (closed after it: what follows in the same read is not served)
+        self._discard_timer: asyncio.TimerHandle | None = None
         # the request being parsed
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
@@ -476,10 +488,11 @@ class ServerProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server_state.connections.discard(self)
-        for timer in (self._idle, self._head_timer):
+        for timer in (self._idle, self._head_timer, self._discard_timer):
             if timer is not None:
                 timer.cancel()
-        self._idle = self._head_timer = None
+        self._idle = self._head_timer = self._discard_timer = None
+        self._discarding = None
         for ex in (self.current, *self.waiting):
             if ex is not None:
                 ex.disconnected = True
@@ -629,6 +642,8 @@ class ServerProtocol(asyncio.Protocol):
         if self.resuming:  # the stand-in head: the body that follows is the ignored Upgrade's
             self.resuming = False
             return
+        if self._discard_done:
+            return
         self._in_head = False
         if self._head_timer is not None:
             self._head_timer.cancel()
@@ -672,7 +687,11 @@ class ServerProtocol(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         ex = self.reading
         if ex is None or ex.done or ex.disconnected:
-            return  # answered already: the rest of its body is not wanted
+            if ex is not None and ex is self._discarding:  # answered already: read, not kept
+                self._discarded += len(body)
+                if self._discarded > DISCARD_BYTES:
+                    self._discard_over()
+            return
         ex.chunks.append(body)
         ex.buffered += len(body)
         if ex.buffered > HIGH_WATER:
@@ -686,6 +705,8 @@ class ServerProtocol(asyncio.Protocol):
         self.reading = None
         ex.body_done = True
         ex.wake()
+        if ex is self._discarding:  # all of it read: the client has sent what it meant to
+            self._discard_over()
 
     # -- exchanges ---------------------------------------------------------------------
     def _start(self, ex: Exchange) -> None:
@@ -730,7 +751,10 @@ class ServerProtocol(asyncio.Protocol):
             return
         if not ex.keep_alive or self.upgraded:
             assert self.transport is not None
-            self.transport.close()
+            if ex.started and not ex.body_done and not ex.disconnected and not self.upgraded:
+                self._discard_rest(ex)
+            else:
+                self.transport.close()
             return
         if self.waiting:
             self._start(self.waiting.popleft())
@@ -758,6 +782,25 @@ class ServerProtocol(asyncio.Protocol):
     def _resume_writers(self) -> None:
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
+
+    def _discard_rest(self, ex: Exchange) -> None:
+        """Read the rest of ``ex``'s body (answered without it) and throw it away, then close;
+        DISCARD_SECONDS and DISCARD_BYTES bound it. A stop closes the connection at once."""
+        self._discarding = ex
+        self._discarded = ex.buffered
+        ex.chunks = []
+        ex.buffered = 0
+        self._discard_timer = self.loop.call_later(DISCARD_SECONDS, self._discard_over)
+        self._resume_reading()
+
+    def _discard_over(self) -> None:
+        if self._discard_timer is not None:
+            self._discard_timer.cancel()
+            self._discard_timer = None
+        self._discarding = None
+        self._discard_done = True
+        if self.transport is not None and not self.closed:
+            self.transport.close()
 
     def _pause_reading(self) -> None:
         if not self.read_paused and not self.closed:

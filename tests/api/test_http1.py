@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from controlplane.api import http1
 from controlplane.api.http1 import HIGH_WATER, MAX_HEAD, RECEIVED_SCOPE_KEY, ServerProtocol
 from tests.front_socket import serving
 
@@ -317,9 +318,36 @@ async def test_an_answer_before_the_body_is_read_closes_the_connection() -> None
     await settle(state)
     [(code, headers, body)] = responses(transport.output)
     assert (code, body, headers["connection"]) == (401, b"no", "close")
+    assert not transport.is_closed()  # the rest of the body is read first, and thrown away
+    proto.data_received(b"x" * 993 + b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")  # what follows is not served
     await asyncio.sleep(0)
-    assert transport.closed and proto.closed
+    assert transport.is_closed() and proto.closed
+    await settle(state)
+    assert len(responses(transport.output)) == 1
 
+
+
+async def test_a_refused_body_is_read_on_only_so_long_and_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def refuse(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
+
+    monkeypatch.setattr(http1, "DISCARD_SECONDS", 0.05)
+    slow, slow_transport, state = connect(refuse)  # a client that stops sending
+    slow.data_received(b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\npartial")
+    await settle(state)
+    assert not slow_transport.is_closed()
+    await asyncio.sleep(0.1)
+    assert slow_transport.is_closed()
+    monkeypatch.setattr(http1, "DISCARD_SECONDS", 10.0)
+    monkeypatch.setattr(http1, "DISCARD_BYTES", 1000)
+    big, big_transport, state = connect(refuse)  # one that sends more than is worth reading
+    big.data_received(b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\npartial")
+    await settle(state)
+    big.data_received(b"x" * 900)
+    assert not big_transport.is_closed()
+    big.data_received(b"x" * 200)
+    assert big_transport.is_closed()
 
 async def test_a_lost_connection_wakes_receive_and_later_sends_write_nothing() -> None:
     seen: list[str] = []
@@ -503,7 +531,7 @@ async def test_a_head_that_does_not_arrive_in_time_closes_the_connection() -> No
         await asyncio.sleep(0.01)
         if slow_transport.closed:
             break
-    assert slow_transport.closed and slow_transport.writes == []
+    assert slow_transport.is_closed() and slow_transport.writes == []
     parts, parts_transport, state = connect(echo)
     parts.head_timeout = 60
     parts.data_received(b"GET /p HTTP/1.1\r\n")
@@ -614,6 +642,31 @@ async def test_over_a_socket_keep_alive_and_pipelining(served: int) -> None:
     assert code == 200 and headers["connection"] == "close" and body == b"GET /three?x=%2F "
     writer.close()
 
+
+
+async def test_over_a_socket_a_body_refused_early_is_drained_so_its_client_reads_the_answer() -> None:
+    """A body answered before it all came (a 413 past the API's limit) is still read, and the
+    connection closed only then: a client that writes its whole body before reading (Python's
+    httpx) gets the answer. Closed at once with unread bytes
+    in its buffer, the socket sent a reset and the client saw a broken connection instead."""
+    async def refuse(scope: Any, receive: Any, send: Any) -> None:
+        await receive()  # the first part only, as the API stops reading past its limit
+        body = b'{"kind":"Status","code":413}'
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+
+    async with serving(refuse, http=ServerProtocol) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        size = 4 << 20
+        writer.write(b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size)
+        for _ in range(size // 65536):  # the whole body, then the answer: as httpx does
+            writer.write(b"x" * 65536)
+            await asyncio.wait_for(writer.drain(), 10)
+        answer = await asyncio.wait_for(reader.read(), 10)  # until the server closes
+        [(code, headers, body)] = responses(answer)
+        assert code == 413 and headers["connection"] == "close" and body == b'{"kind":"Status","code":413}'
+        writer.close()
 
 async def test_over_a_socket_an_h2c_upgrade_with_a_body_is_served_as_http11(served: int) -> None:
     """The bytes Java's HttpClient writes for a POST over cleartext (HTTP/2 preferred, fabric8's
