@@ -28,6 +28,19 @@ def test_write_kubeconfig_writes_a_private_kubectl_config(tmp_path: Path) -> Non
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+
+def test_write_kubeconfig_leaves_the_same_file_alone_and_mends_a_wider_mode(tmp_path: Path) -> None:
+    """Every start writes the kubeconfig: the same one is not written again (on a full disk
+    that write failed, before the store could say the disk is full), a readable one is."""
+    path = tmp_path / "kubeconfig"
+    write_kubeconfig(path, "http://127.0.0.1:6443", "s3cret")
+    inode = path.stat().st_ino
+    write_kubeconfig(path, "http://127.0.0.1:6443", "s3cret")
+    assert path.stat().st_ino == inode  # (a write replaces the file: a new inode)
+    path.chmod(0o644)
+    write_kubeconfig(path, "http://127.0.0.1:6443", "s3cret")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
 def test_write_kubeconfig_replaces_the_file_whole(tmp_path: Path) -> None:
     path = tmp_path / "kubeconfig"
     path.write_text("stale: true\n" * 1000)

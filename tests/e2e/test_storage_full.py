@@ -6,6 +6,7 @@ stored is lost or damaged, and writes resume once there is room, without a resta
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,19 +20,25 @@ CONFIGMAPS = "/api/v1/namespaces/full/configmaps"
 
 
 @pytest.fixture
-def small_data_dir(tmp_path: Path) -> Iterator[Path]:
-    """An 8 MiB filesystem (tmpfs) where ``start_serve(tmp_path)`` keeps its store; needs root,
-    as CI and ``make test`` run (tests/store/test_lmdb.py's disk-full test mounts one too)."""
-    data = tmp_path / "state" / "data"
-    data.mkdir(parents=True)
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(data)], capture_output=True, text=True)
+def small_state_dir(tmp_path: Path) -> Iterator[Path]:
+    """An 8 MiB filesystem (tmpfs) holding all ``start_serve(tmp_path)`` keeps (the store, the
+    kubeconfig, the keys), as one disk holds ``.controlplane/``; needs root, as CI and ``make
+    test`` run (tests/store/test_lmdb.py's disk-full test mounts one too)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(state)], capture_output=True, text=True)
     if res.returncode != 0:
         pytest.fail(f"cannot mount a small tmpfs for the disk-full test (run as root): {res.stderr}")
-    yield data
-    subprocess.run(["umount", "-l", str(data)], check=False)
+    yield state
+    subprocess.run(["umount", "-l", str(state)], check=False)
 
 
-def test_a_full_disk_refuses_writes_as_upstream_keeps_reads_and_recovers(tmp_path: Path, small_data_dir: Path) -> None:
+def _listed(url: str) -> dict[str, tuple[str, dict[str, str]]]:
+    listed = httpx.get(f"{url}{CONFIGMAPS}", timeout=30).json()["items"]
+    return {o["metadata"]["name"]: (o["metadata"]["resourceVersion"], o["data"]) for o in listed}
+
+
+def test_a_full_disk_refuses_writes_as_upstream_keeps_reads_and_recovers(tmp_path: Path, small_state_dir: Path) -> None:
     s = start_serve(tmp_path, tls=False)
     acked: dict[str, tuple[str, dict[str, str]]] = {}
     try:
@@ -53,23 +60,40 @@ def test_a_full_disk_refuses_writes_as_upstream_keeps_reads_and_recovers(tmp_pat
             assert "reason" not in status and "disk full" in status["message"], r.text
             assert http.get(f"{CONFIGMAPS}/{name}").status_code == 404  # nothing of it was stored
             # reads go on, consistent ones too, and find every acknowledged write as it was answered
-            listed = http.get(CONFIGMAPS).json()["items"]
-            assert {o["metadata"]["name"]: (o["metadata"]["resourceVersion"], o["data"]) for o in listed} == acked
+            assert _listed(s.url) == acked
             assert http.get("/readyz").status_code == 200
             # room again (as an operator frees it): writes resume in the same process
-            subprocess.run(["mount", "-o", "remount,size=64m", str(small_data_dir)], check=True)
+            subprocess.run(["mount", "-o", "remount,size=64m", str(small_state_dir)], check=True)
             r = http.post(CONFIGMAPS, json={"metadata": {"name": name}, "data": {"v": "after"}})
             assert r.status_code == 201, r.text
             acked[name] = (r.json()["metadata"]["resourceVersion"], {"v": "after"})
-            assert s.stop() == 0
+            # full again, down to what it holds, and the server killed on it
+            used = shutil.disk_usage(small_state_dir).used
+            subprocess.run(["mount", "-o", f"remount,size={used}", str(small_state_dir)], check=True)
+            for i in range(100):
+                data = {"v": os.urandom(100_000).hex()}
+                r = http.post(CONFIGMAPS, json={"metadata": {"name": f"d{i}"}, "data": data})
+                if r.status_code != 201:
+                    break
+                acked[f"d{i}"] = (r.json()["metadata"]["resourceVersion"], data)
+            assert r.status_code == 500, r.text
+        s.proc.kill()
+        s.proc.wait()
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
             s.proc.wait()
-    again = start_serve(tmp_path, run=1, port=s.port, tls=False)
+    # a start on the still-full disk, its WAL not all in LMDB, says why in one line, touching
+    # nothing (it said "[Errno 28] No space left on device", rewriting its kubeconfig)
+    full = start_serve(tmp_path, run=1, port=s.port, tls=False)
+    assert full.proc.wait(timeout=60) == 3
+    errors = [line for line in full.stderr.read_text().splitlines() if "INFO" not in line]
+    assert len(errors) == 1 and errors[0].startswith("controlplane serve: error: cannot open the store"), errors
+    assert "the disk is full" in errors[0] and "nothing is lost" in errors[0]
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_state_dir)], check=True)
+    again = start_serve(tmp_path, run=2, port=s.port, tls=False)
     try:
         again.wait_ready()
-        listed = httpx.get(f"{again.url}{CONFIGMAPS}", timeout=30).json()["items"]
-        assert {o["metadata"]["name"]: (o["metadata"]["resourceVersion"], o["data"]) for o in listed} == acked
+        assert _listed(again.url) == acked
     finally:
         again.stop()
