@@ -32,6 +32,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -50,6 +51,8 @@ APPLY_BATCH = 50_000     # records per LMDB transaction
 # save some 25 bytes for it, and at 100,000 nodes the applier spent a core on renewals.
 DELTA_MIN_FRAME = 256
 COMPACT_KEYS = 10_000    # keys per compaction transaction
+RETRY_SECONDS = 0.5      # between passes that fail (a full disk)
+RETRY_SAID_EVERY = 60.0  # how often a failure that lasts is said again
 
 
 class Applier:
@@ -342,6 +345,7 @@ class Applier:
                 if closing.wait(0.2):
                     return
         wait = interval
+        failing, said_at = "", 0.0  # the error retried, and when it was last said
         while True:
             stopping = closing.is_set()
             try:
@@ -352,9 +356,17 @@ class Applier:
             except Exception as e:  # a full disk, say: the WAL keeps everything; retry
                 if stopping:
                     return  # the next open replays what is left
-                print(f"store applier: {e}; retrying", file=sys.stderr, flush=True)
-                closing.wait(0.5)
+                # said once, and again each minute it lasts (it was twice a second, on a disk
+                # that is full: where the log goes, often)
+                now = time.monotonic()
+                if str(e) != failing or now - said_at >= RETRY_SAID_EVERY:
+                    print(f"store applier: {e}; retrying every {RETRY_SECONDS} s", file=sys.stderr, flush=True)
+                    failing, said_at = str(e), now
+                closing.wait(RETRY_SECONDS)
                 continue
+            if failing:
+                print("store applier: applying again", file=sys.stderr, flush=True)
+                failing = ""
             if stopping:
                 return
             wait = interval if worked else min(wait * 2, idle_interval)

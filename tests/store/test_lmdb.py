@@ -179,6 +179,39 @@ async def test_the_applier_outlives_a_stop_signal_to_the_group(tmp_path: Path, s
         await s.close()
     assert applier.returncode == 0
 
+
+async def test_an_applier_that_cannot_apply_says_so_once_retrying_and_once_applying_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a full disk the applier retries every RETRY_SECONDS; it said so each time, twice a
+    second into a log that is often on that disk."""
+    from store.lmdb import applier as applier_mod
+
+    path = str(tmp_path / "db")
+    await LmdbStore(path).close()
+    applier = applier_mod.Applier(path)
+    failures = iter([True] * 40)
+
+    def apply_once() -> bool:
+        if next(failures, False):
+            raise OSError(28, "No space left on device")
+        return False
+
+    monkeypatch.setattr(applier, "apply_once", apply_once)
+    monkeypatch.setattr(applier_mod, "RETRY_SECONDS", 0.001)
+    read, write = os.pipe()
+    stdin = os.fdopen(read, "r")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    closer = asyncio.get_running_loop().call_later(0.5, os.close, write)  # the owner's pipe closes
+    try:
+        await asyncio.to_thread(applier.run, 0.001, 0.001)
+    finally:
+        closer.cancel()
+        applier.close()
+        stdin.close()
+    said = capsys.readouterr().err.splitlines()
+    assert said == ["store applier: [Errno 28] No space left on device; retrying every 0.001 s",
+                    "store applier: applying again"]
+
 async def test_a_full_map_grows_itself(tmp_path: Path) -> None:
     s = LmdbStore(str(tmp_path / "db"), map_size=256 * 1024)
     try:
