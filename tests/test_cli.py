@@ -246,6 +246,21 @@ def _idle_tls_connection(s: Serve) -> Iterator[ssl.SSLSocket]:
         yield tls
 
 
+@contextlib.contextmanager
+def _stalled_tls_watch(s: Serve, token: str) -> Iterator[ssl.SSLSocket]:
+    """A TLS connection to ``s`` watching Namespaces whose client has stopped reading."""
+    context = ssl.create_default_context()
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1", suppress_ragged_eofs=False) as tls:
+        tls.sendall(b"GET /api/v1/namespaces?watch=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Authorization: Bearer %s\r\n\r\n" % token.encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += tls.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer
+        yield tls
+
+
 def test_serve_exits_cleanly_and_restarts_on_its_data(tmp_path: Path) -> None:
     from tests.conftest import TEST_PKI
 
@@ -261,14 +276,19 @@ def test_serve_exits_cleanly_and_restarts_on_its_data(tmp_path: Path) -> None:
                             timeout=10, json={"spec": {}})
         account_token = issued.json()["status"]["token"]
         assert _whoami(first, account_token).status_code == 201
-        with _idle_tls_connection(first) as idle:
+        with _idle_tls_connection(first) as idle, _stalled_tls_watch(first, token) as watch:
             stopping = time.monotonic()
             assert first.stop(signal.SIGTERM) == 0, first.output()
             # an idle keep-alive client that is not reading (this one) does not hold the shutdown for
             # its grace period (GRACEFUL_SHUTDOWN_SECONDS): closed at once, as Go's server closes it,
-            # with a close_notify (an abrupt close raises SSLEOFError here)
-            assert time.monotonic() - stopping < cli.GRACEFUL_SHUTDOWN_SECONDS
+            # with a close_notify (an abrupt close raises SSLEOFError here); nor does a watch whose
+            # client has stopped reading: its stream ended, then its connection closed so
+            assert time.monotonic() - stopping < cli.GRACEFUL_SHUTDOWN_SECONDS / 2
             assert idle.recv(1) == b""
+            rest = b""
+            while chunk := watch.recv(65536):
+                rest += chunk
+            assert rest.endswith(b"0\r\n\r\n")  # the stream's last chunk
     finally:
         if first.proc.poll() is None:
             first.proc.kill()

@@ -593,11 +593,7 @@ class ServerProtocol(asyncio.Protocol):
         close_notify alert sent, the socket closed without waiting for the client's. Waiting,
         an idle client that was not reading held the shutdown for its whole grace period."""
         if self.current is None:
-            transport = self.transport
-            if transport is not None:
-                transport.close()  # (writes the alert now, if TLS)
-                if transport.get_extra_info("ssl_object") is not None:
-                    asyncio.get_running_loop().call_soon(transport.abort)
+            self._close_now()
         else:
             self.current.keep_alive = False
             self.current.stopping = True
@@ -751,7 +747,9 @@ class ServerProtocol(asyncio.Protocol):
             return
         if not ex.keep_alive or self.upgraded:
             assert self.transport is not None
-            if ex.started and not ex.body_done and not ex.disconnected and not self.upgraded:
+            if ex.stopping:  # the server stops: as an idle connection (shutdown), at once
+                self._close_now()
+            elif ex.started and not ex.body_done and not ex.disconnected and not self.upgraded:
                 self._discard_rest(ex)
             else:
                 self.transport.close()
@@ -782,6 +780,25 @@ class ServerProtocol(asyncio.Protocol):
     def _resume_writers(self) -> None:
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
+
+    def _close_now(self) -> None:
+        """Close as Go's ``tls.Conn.Close`` closes kube-apiserver's connections: over TLS the
+        close_notify alert sent, the socket closed without waiting for the client's (a client
+        that is not reading would hold the connection, and a stop, for the SSL shutdown's 30 s).
+        What is still to be written (a response just sent) goes first, for up to a second."""
+        transport = self.transport
+        if transport is not None:
+            transport.close()  # (writes the alert now, if TLS)
+            if transport.get_extra_info("ssl_object") is not None:
+                self.loop.call_soon(self._abort_once_written, transport, self.loop.time() + 1.0)
+
+    def _abort_once_written(self, transport: asyncio.Transport, deadline: float) -> None:
+        if self.closed:
+            return
+        if transport.get_write_buffer_size() and self.loop.time() < deadline:
+            self.loop.call_later(0.02, self._abort_once_written, transport, deadline)
+            return
+        transport.abort()
 
     def _discard_rest(self, ex: Exchange) -> None:
         """Read the rest of ``ex``'s body (answered without it) and throw it away, then close;

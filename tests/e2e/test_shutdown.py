@@ -12,9 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.api.webhook_server import WebhookServer, webhook_server
-from tests.test_cli import start_serve
+from tests.test_cli import Serve, start_serve
 
 NS = "stopping"
 CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
@@ -44,18 +45,26 @@ def _slow_hook_on_configmaps(http: httpx.Client, hook: WebhookServer) -> None:
         time.sleep(0.01)
 
 
+def _admin(s: Serve) -> dict[str, str]:
+    """The kubeconfig's bearer token, over TLS (a --no-tls server takes anonymous requests)."""
+    if not s.url.startswith("https:"):
+        return {}
+    return {"authorization": "Bearer " + yaml.safe_load(s.kubeconfig.read_text())["users"][0]["user"]["token"]}
+
+
+@pytest.mark.parametrize("tls", [True, False], ids=["tls", "plain"])
 def test_a_stop_ends_watches_cleanly_and_answers_the_write_in_flight_which_stays(
-        tmp_path: Path, hook: WebhookServer) -> None:
-    s = start_serve(tmp_path, tls=False)
+        tmp_path: Path, hook: WebhookServer, tls: bool) -> None:
+    s = start_serve(tmp_path, tls=tls)
     try:
         s.wait_ready()
-        with httpx.Client(base_url=s.url, timeout=30) as http:
+        with httpx.Client(base_url=s.url, timeout=30, headers=_admin(s)) as http:
             assert http.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).status_code == 201
             _slow_hook_on_configmaps(http, hook)
             answered: list[httpx.Response] = []
             writer = threading.Thread(target=lambda: answered.append(http.post(CONFIGMAPS, json={
                 "metadata": {"name": "in-flight"}, "data": {"k": "v"}})))
-            with httpx.Client(base_url=s.url, timeout=30) as watching, \
+            with httpx.Client(base_url=s.url, timeout=30, headers=_admin(s)) as watching, \
                     watching.stream("GET", CONFIGMAPS, params={"watch": "1"}) as watch:
                 writer.start()
                 deadline = time.monotonic() + 10
@@ -75,10 +84,10 @@ def test_a_stop_ends_watches_cleanly_and_answers_the_write_in_flight_which_stays
         if s.proc.poll() is None:
             s.proc.kill()
             s.proc.wait()
-    again = start_serve(tmp_path, run=1, port=s.port, tls=False)
+    again = start_serve(tmp_path, run=1, port=s.port, tls=tls)
     try:
         again.wait_ready()
-        kept = httpx.get(f"{again.url}{CONFIGMAPS}/in-flight", timeout=10)
+        kept = httpx.get(f"{again.url}{CONFIGMAPS}/in-flight", timeout=10, headers=_admin(again))
         assert kept.status_code == 200 and kept.json()["metadata"]["resourceVersion"] == acked
         assert kept.json()["data"] == {"k": "v"}
     finally:
