@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,13 @@ def small_state_dir(tmp_path: Path) -> Iterator[Path]:
         pytest.fail(f"cannot mount a small tmpfs for the disk-full test (run as root): {res.stderr}")
     yield state
     subprocess.run(["umount", "-l", str(state)], check=False)
+
+
+def _applier_of(pid: int) -> int:
+    """The store's applier process of the server ``pid``."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    [applier] = [int(c) for c in children if b"store.lmdb.applier" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    return applier
 
 
 def _listed(url: str) -> dict[str, tuple[str, dict[str, str]]]:
@@ -67,18 +75,22 @@ def test_a_full_disk_refuses_writes_as_upstream_keeps_reads_and_recovers(tmp_pat
             r = http.post(CONFIGMAPS, json={"metadata": {"name": name}, "data": {"v": "after"}})
             assert r.status_code == 201, r.text
             acked[name] = (r.json()["metadata"]["resourceVersion"], {"v": "after"})
-            # full again, down to what it holds, and the server killed on it
-            used = shutil.disk_usage(small_state_dir).used
-            subprocess.run(["mount", "-o", f"remount,size={used}", str(small_state_dir)], check=True)
-            for i in range(100):
-                data = {"v": os.urandom(100_000).hex()}
-                r = http.post(CONFIGMAPS, json={"metadata": {"name": f"d{i}"}, "data": data})
-                if r.status_code != 201:
-                    break
-                acked[f"d{i}"] = (r.json()["metadata"]["resourceVersion"], data)
-            assert r.status_code == 500, r.text
-        s.proc.kill()
-        s.proc.wait()
+            # writes the applier has not moved into LMDB (it is stopped), the disk full again
+            # down to what it holds, and the server killed on it
+            applier = _applier_of(s.proc.pid)
+            os.kill(applier, signal.SIGSTOP)
+            try:
+                for i in range(5):
+                    data = {"v": os.urandom(100_000).hex()}
+                    r = http.post(CONFIGMAPS, json={"metadata": {"name": f"d{i}"}, "data": data})
+                    assert r.status_code == 201, r.text
+                    acked[f"d{i}"] = (r.json()["metadata"]["resourceVersion"], data)
+                used = shutil.disk_usage(small_state_dir).used
+                subprocess.run(["mount", "-o", f"remount,size={used}", str(small_state_dir)], check=True)
+                s.proc.kill()
+                s.proc.wait()
+            finally:
+                os.kill(applier, signal.SIGKILL)
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
@@ -86,7 +98,12 @@ def test_a_full_disk_refuses_writes_as_upstream_keeps_reads_and_recovers(tmp_pat
     # a start on the still-full disk, its WAL not all in LMDB, says why in one line, touching
     # nothing (it said "[Errno 28] No space left on device", rewriting its kubeconfig)
     full = start_serve(tmp_path, run=1, port=s.port, tls=False)
-    assert full.proc.wait(timeout=60) == 3
+    try:
+        assert full.proc.wait(timeout=60) == 3
+    finally:
+        if full.proc.poll() is None:
+            full.proc.kill()
+            full.proc.wait()
     errors = [line for line in full.stderr.read_text().splitlines() if "INFO" not in line]
     assert len(errors) == 1 and errors[0].startswith("controlplane serve: error: cannot open the store"), errors
     assert "the disk is full" in errors[0] and "nothing is lost" in errors[0]
