@@ -140,3 +140,61 @@ def test_the_dry_run_counts_pods_nominated_to_the_node() -> None:
     _, failed = profile.find_feasible(state, top, nodes, sample=False)
     chosen, _ = find_candidate(profile, state, top, nodes, failed, None)
     assert chosen is not None and [v.name for v in chosen[1]] == ["low"]
+
+
+def _pdb(name: str, labels: dict[str, str], allowed: int, namespace: str = "default",
+         disrupted: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": labels}},
+            "status": {"disruptionsAllowed": allowed, "disruptedPods": disrupted or {}}}
+
+
+async def test_preemption_prefers_the_node_whose_victims_violate_no_disruption_budget() -> None:
+    """As upstream's pickOneNodeForPreemption, the fewest PodDisruptionBudget violations
+    decide first: two victims that no budget protects beat one a budget protects."""
+    h, profile = build([node("guarded", cpu="2"), node("loose", cpu="2")])
+    h.bind_pod(pod("db", cpu="2", priority=1, labels={"app": "db"}), "guarded")
+    h.bind_pod(pod("batch1", cpu="1", priority=1, labels={"app": "batch"}), "loose")
+    h.bind_pod(pod("batch2", cpu="1", priority=1, labels={"app": "batch"}), "loose")
+    budgets = {"default/db": _pdb("db", {"app": "db"}, 0)}
+    h.lister = lambda resource: budgets if resource == "poddisruptionbudgets" else {}  # type: ignore[method-assign]
+    plugin, writes = _preemption(h, profile)
+    result, status = await _post_filter(h, profile, plugin, PodInfo(pod("vip", cpu="2", priority=100)))
+    assert status is None and result is not None and result.nominated_node == "loose"
+    assert sorted(p.rsplit("/", 1)[-1] for kind, p, _ in writes.calls if kind == "delete") == ["batch1", "batch2"]
+    # a budget with room for the disruption is no violation: fewer victims win again
+    budgets["default/db"] = _pdb("db", {"app": "db"}, 1)
+    writes.calls.clear()
+    result, status = await _post_filter(h, profile, plugin, PodInfo(pod("vip2", cpu="2", priority=100)))
+    assert status is None and result is not None and result.nominated_node == "guarded"
+
+
+def test_victims_a_budget_protects_are_reprieved_first() -> None:
+    """On one node, upstream's selectVictimsOnNode puts back the budget-violating pods
+    before the others (each group highest priority first): with room for one of two
+    equal pods, the protected one stays, whatever its age or priority. A pod already in
+    a budget's disruptedPods counts against no budget; budgets of other namespaces, or
+    with an empty selector, protect nothing."""
+    from controlplane.scheduler.plugins.preemption import find_candidate
+
+    h, profile = build([node("only", cpu="2")])
+    h.bind_pod(pod("old", cpu="1", priority=5), "only")  # more important: reprieved first without budgets
+    h.bind_pod(pod("kept", cpu="1", priority=1, labels={"app": "kept"}), "only")
+    nodes = list(h.nodes().values())
+
+    def victims(pdbs: list[dict[str, Any]]) -> list[str]:
+        state = CycleState()
+        vip = PodInfo(pod("vip", cpu="1", priority=100))
+        assert profile.run_pre_filter(state, vip) is None
+        _, failed = profile.find_feasible(state, vip, nodes, sample=False)
+        chosen, _ = find_candidate(profile, state, vip, nodes, failed, pdbs=pdbs)
+        assert chosen is not None
+        return sorted(v.name for v in chosen[1])
+
+    assert victims([]) == ["kept"]
+    assert victims([_pdb("kept", {"app": "kept"}, 0)]) == ["old"]
+    assert victims([_pdb("kept", {"app": "kept"}, 0, disrupted={"kept": "2026-01-01T00:00:00Z"})]) == ["kept"]
+    assert victims([_pdb("kept", {"app": "kept"}, 0, namespace="other")]) == ["kept"]
+    empty = _pdb("all", {}, 0)
+    assert victims([empty]) == ["kept"]

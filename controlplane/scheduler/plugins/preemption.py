@@ -3,14 +3,15 @@
 For each node the pod was rejected from with UNSCHEDULABLE (not
 UNSCHEDULABLE_AND_UNRESOLVABLE: evicting cannot fix a taint or a selector),
 remove every pod of lower priority, check the pod then passes the Filter
-plugins, and put victims back, highest priority first, while it still passes:
-what remains are the victims. Pods nominated to the node with at least the
-pod's priority count there throughout, as upstream's
-``RunFilterPluginsWithNominatedPods``: their room is not the pod's to take.
-Among candidate nodes pick, as upstream, the one
-whose highest-priority victim is lowest, then the smallest sum of victim
-priorities, then the fewest victims. Each victim gets the ``DisruptionTarget``
-condition (``PreemptionByScheduler``), then is deleted through the API, and the
+plugins, and put victims back while it still passes: first those whose eviction
+would violate a PodDisruptionBudget, then the others, each group highest priority
+first (upstream's ``filterPodsWithPDBViolation``): what remains are the victims.
+Pods nominated to the node with at least the pod's priority count there
+throughout, as upstream's ``RunFilterPluginsWithNominatedPods``: their room is
+not the pod's to take. Among candidate nodes pick, as upstream, the one with the
+fewest victims a budget protects, then whose highest-priority victim is lowest,
+then the smallest sum of victim priorities, then the fewest victims. Each victim
+gets the ``DisruptionTarget`` condition (``PreemptionByScheduler``), then is deleted through the API, and the
 pod's ``status.nominatedNodeName`` is set; the pod itself is retried when the
 deletions arrive (pod DELETE events).
 
@@ -34,20 +35,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ...podgeneration import observing
-from ..framework import Code, CycleState, Handle, PostFilterResult, Status
+from ...selectormatch import match_label_selector
+from ..framework import Code, CycleState, Handle, PostFilterResult, Status, WatchedResource
 from ..nodeinfo import NodeInfo, PodInfo
 from .gangscheduling import GangScheduling
 
 if TYPE_CHECKING:
     from ..profile import Profile
 
-__all__ = ["NO_VICTIMS", "NOT_HELPFUL", "DefaultPreemption", "find_candidate", "select_victims"]
+__all__ = ["NO_VICTIMS", "NOT_HELPFUL", "DefaultPreemption", "find_candidate", "select_victims", "split_by_budgets"]
 
 NAME = "DefaultPreemption"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -57,10 +59,43 @@ log = logging.getLogger("controlplane.scheduler")
 Candidate = tuple[NodeInfo, list[PodInfo]]
 
 
+def split_by_budgets(pods: Sequence[PodInfo], pdbs: Iterable[Mapping[str, Any]],
+                     ) -> tuple[list[PodInfo], list[PodInfo]]:
+    """``pods`` (order kept) parted into those whose eviction, in that order, would
+    take a PodDisruptionBudget below zero disruptions allowed, and the others, as
+    upstream's ``filterPodsWithPDBViolation``: each budget of the pod's namespace whose
+    (non-empty) selector matches it spends one of its ``status.disruptionsAllowed``,
+    unless the pod is already among its ``disruptedPods``."""
+    budgets: list[tuple[str | None, Mapping[str, Any], Mapping[str, Any]]] = []
+    allowed: list[int] = []
+    for b in pdbs:
+        meta, spec, status = b.get("metadata") or {}, b.get("spec") or {}, b.get("status") or {}
+        sel = spec.get("selector")
+        if not sel or not (sel.get("matchLabels") or sel.get("matchExpressions")):
+            continue  # a nil or empty selector matches nothing here
+        budgets.append((meta.get("namespace"), sel, status.get("disruptedPods") or {}))
+        allowed.append(int(status.get("disruptionsAllowed") or 0))
+    violating: list[PodInfo] = []
+    others: list[PodInfo] = []
+    for p in pods:
+        violated = False
+        if p.labels:
+            for i, (namespace, sel, disrupted) in enumerate(budgets):
+                if namespace != p.namespace or p.name in disrupted or not match_label_selector(sel, p.labels):
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else others).append(p)
+    return violating, others
+
+
 def _victims_on(profile: Profile, state: CycleState, pod: PodInfo, node: NodeInfo,
-                nominated: Sequence[PodInfo] = ()) -> list[PodInfo] | Status:
-    """The pods to evict from ``node`` for ``pod`` to fit, or why there are none.
-    ``nominated``: the pods nominated to ``node`` that ``pod`` must leave room for."""
+                nominated: Sequence[PodInfo] = (), pdbs: Sequence[Mapping[str, Any]] = (),
+                ) -> tuple[list[PodInfo], int] | Status:
+    """The pods to evict from ``node`` for ``pod`` to fit and how many of them a budget
+    protects, or why there are none. ``nominated``: the pods nominated to ``node`` that
+    ``pod`` must leave room for."""
     lower = [p for p in node.pods.values() if p.priority < pod.priority]
     if not lower:
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS, plugin=NAME)
@@ -74,23 +109,29 @@ def _victims_on(profile: Profile, state: CycleState, pod: PodInfo, node: NodeInf
     if s is not None:
         return s  # it does not fit even with every lower-priority pod gone
     victims = []
-    for p in sorted(lower, key=lambda p: (-p.priority, p.timestamp)):  # try to keep the most important
-        view.add_pod(p)
-        if profile.run_filters(filters, state, pod, view) is not None:
-            view.remove_pod(p)
-            victims.append(p)
+    violations = 0
+    # try to keep the most important, those a budget protects first
+    violating, others = split_by_budgets(sorted(lower, key=lambda p: (-p.priority, p.timestamp)), pdbs)
+    for group, protected in ((violating, True), (others, False)):
+        for p in group:
+            view.add_pod(p)
+            if profile.run_filters(filters, state, pod, view) is not None:
+                view.remove_pod(p)
+                victims.append(p)
+                violations += protected
     if not victims:
         return Status(Code.ERROR, f'expected at least one victim pod on node "{node.name}"', plugin=NAME)
-    return victims
+    return victims, violations
 
 
 def find_candidate(profile: Profile, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                    statuses: Mapping[str, Status], nominated: Mapping[str, Sequence[PodInfo]] | None = None,
-                   ) -> tuple[Candidate | None, dict[str, Status]]:
+                   pdbs: Sequence[Mapping[str, Any]] = ()) -> tuple[Candidate | None, dict[str, Status]]:
     """The node to nominate and the pods to evict there (None if preemption cannot help),
     and why each node of ``statuses`` that is no candidate is not (upstream's dry run).
-    ``nominated``: node name -> pods nominated there of at least ``pod``'s priority."""
-    best: tuple[tuple[int, int, int], NodeInfo, list[PodInfo]] | None = None
+    ``nominated``: node name -> pods nominated there of at least ``pod``'s priority;
+    ``pdbs``: the PodDisruptionBudgets."""
+    best: tuple[tuple[int, int, int, int], NodeInfo, list[PodInfo]] | None = None
     why_not: dict[str, Status] = {}
     by_name = {n.name: n for n in nodes}
     for name, s in statuses.items():
@@ -98,11 +139,12 @@ def find_candidate(profile: Profile, state: CycleState, pod: PodInfo, nodes: Seq
         if node is None or s.code != Code.UNSCHEDULABLE:
             why_not[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NOT_HELPFUL, plugin=NAME)
             continue
-        victims = _victims_on(profile, state, pod, node, (nominated or {}).get(name, ()))
-        if isinstance(victims, Status):
-            why_not[name] = victims
+        found = _victims_on(profile, state, pod, node, (nominated or {}).get(name, ()), pdbs)
+        if isinstance(found, Status):
+            why_not[name] = found
             continue
-        rank = (max(v.priority for v in victims), sum(v.priority for v in victims), len(victims))
+        victims, violations = found
+        rank = (violations, max(v.priority for v in victims), sum(v.priority for v in victims), len(victims))
         if best is None or rank < best[0]:
             best = (rank, node, victims)
     return (None if best is None else (best[1], best[2])), why_not
@@ -125,6 +167,9 @@ class DefaultPreemption:
     def name(self) -> str:
         return NAME
 
+    def resources_to_watch(self) -> list[WatchedResource]:
+        return [WatchedResource("policy", "v1", "poddisruptionbudgets")]
+
     async def post_filter(self, state: CycleState, pod: PodInfo,
                           statuses: Mapping[str, Status]) -> tuple[PostFilterResult | None, Status | None]:
         policy = (pod.obj.get("spec") or {}).get("preemptionPolicy")
@@ -140,8 +185,9 @@ class DefaultPreemption:
         # the scheduler's nominated pods (a handle without any: tests, tools)
         nominated_for = getattr(self.handle, "nominated_pods_for", None)
         nominated = nominated_for(pod) if nominated_for is not None else None
+        pdbs = list(self.handle.lister("poddisruptionbudgets").values())
         chosen, why_not = find_candidate(profile, state, pod, [nodes[n] for n in statuses if n in nodes], statuses,
-                                         nominated)
+                                         nominated, pdbs)
         if chosen is None:
             from ..profile import FitError  # profile imports the plugins
 
