@@ -47,7 +47,7 @@ from .framework import (
 )
 from .nodeinfo import NodeInfo, PodInfo
 from .plugins import PluginConfig, default_profile, default_registry
-from .plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit, insufficient
+from .plugins.noderesources import NodeResourcesBalancedAllocation, NodeResourcesFit, fit_status
 from .plugins.nodes import NodeUnschedulable, TaintToleration
 
 # Filter plugins that pass every node that has no taints and is not cordoned (see ``place``).
@@ -356,7 +356,9 @@ class Profile:
         self._next_start = (start + processed) % n
         if not feasible:
             for node in short:
-                failed[node.name] = Status(Code.UNSCHEDULABLE, *insufficient(pod, node), plugin="NodeResourcesFit")
+                fit = fit_status(pod, node)
+                if fit is not None:
+                    failed[node.name] = fit
         return feasible, failed
 
     def _find_feasible_columns(self, columns: NodeColumns, state: CycleState, pod: PodInfo,

@@ -86,7 +86,7 @@ async def test_the_members_of_a_basic_group_are_scheduled_one_by_one(
         await cluster.until(told)
         # ... whose failure is its own: not the group's, nor reported on its siblings
         assert await _failed(cluster, "huge") == "0/1 nodes are available: 1 Insufficient cpu. preemption: " \
-            "0/1 nodes are available: 1 No preemption victims found for incoming pod."
+            "0/1 nodes are available: 1 Preemption is not helpful for scheduling."
         assert await _failed(cluster, "s0") == "" and await _failed(cluster, "s1") == ""
         assert cluster.sched.queue.where("default/huge") == "unschedulable"
         assert not await _podgroup_conditions(cluster, "serving")  # PodGroupInitiallyScheduled is a gang's

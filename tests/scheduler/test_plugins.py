@@ -59,9 +59,14 @@ def test_node_resources_fit_reports_each_insufficient_resource_and_too_many_pods
     p = PodInfo(pod("b", cpu="500m", memory="1Gi", extra={"nvidia.com/gpu": "2"}))
     state = CycleState()
     s = plugin.filter(state, p, n)
-    assert s is not None and s.code == Code.UNSCHEDULABLE
+    # 2 gpus where the node has 1 at all: evicting cannot help (upstream's Unresolvable)
+    assert s is not None and s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert set(s.reasons) == {"Insufficient cpu", "Insufficient memory", "Insufficient nvidia.com/gpu",
                               "Too many pods"}
+    # within the node's allocatable, only taken: resolvable, by preemption
+    s = plugin.filter(state, PodInfo(pod("d", cpu="500m", memory="1Gi", extra={"nvidia.com/gpu": "1"})), n)
+    assert s is not None and s.code == Code.UNSCHEDULABLE
+    assert set(s.reasons) == {"Insufficient cpu", "Insufficient memory", "Too many pods"}
     small = PodInfo(pod("c", cpu="100m", memory="100Mi"))
     state = CycleState()
     assert plugin.filter(state, small, ni(node("m", cpu="1"))) is None

@@ -71,12 +71,13 @@ async def test_the_message_tells_nodes_preemption_cannot_help_from_nodes_without
                                                                  "effect": "NoSchedule"}]),
         node("cordoned", cpu="1", labels={"zone": "a"}, unschedulable=True),
         node("other-zone", cpu="4", labels={"zone": "b"}),
-        node("important", cpu="1", labels={"zone": "a"}),
-        node("small", cpu="1", labels={"zone": "a"}),
+        node("important", cpu="2", labels={"zone": "a"}),
+        node("small", cpu="2", labels={"zone": "a"}),
     ])
     plugin, writes = _preemption(h, profile)
-    h.bind_pod(pod("high", cpu="1", priority=1000), "important")  # nothing of lower priority to evict
-    h.bind_pod(pod("low", cpu="1", priority=1), "small")  # 1 cpu, even empty, is too small for 2
+    h.bind_pod(pod("high", cpu="2", priority=1000), "important")  # nothing of lower priority to evict
+    h.bind_pod(pod("low", cpu="1", priority=1), "small")  # with low gone, the 1 cpu left is too little for 2
+    h.bind_pod(pod("kept", cpu="1", priority=1000), "small")
     h.bind_pod(pod("zone-b", cpu="4", priority=1), "other-zone")  # would do, but the selector says zone a
     vip = PodInfo(pod("vip", cpu="2", priority=100, nodeSelector={"zone": "a"}))
     result, status = await _post_filter(h, profile, plugin, vip)
@@ -198,3 +199,24 @@ def test_victims_a_budget_protects_are_reprieved_first() -> None:
     assert victims([_pdb("kept", {"app": "kept"}, 0, namespace="other")]) == ["kept"]
     empty = _pdb("all", {}, 0)
     assert victims([empty]) == ["kept"]
+
+
+async def test_a_request_beyond_a_nodes_allocatable_is_no_case_for_preemption() -> None:
+    """As upstream's NodeResourcesFit, a node whose allocatable is less than the request
+    (the pod would not fit there empty) rejects it UNSCHEDULABLE_AND_UNRESOLVABLE: the
+    message is the same, but preemption calls the node not helpful, not victimless."""
+    h, profile = build([node("small", cpu="2"), node("busy", cpu="8")])
+    plugin, writes = _preemption(h, profile)
+    h.bind_pod(pod("low", cpu="2", priority=1), "small")
+    h.bind_pod(pod("high", cpu="8", priority=1000), "busy")
+    _, status = await _post_filter(h, profile, plugin, PodInfo(pod("vip", cpu="4", priority=100)))
+    assert status is not None and not writes.calls
+    assert status.message == ("0/2 nodes are available: 1 No preemption victims found for incoming pod, "
+                              "1 Preemption is not helpful for scheduling.")
+    state = CycleState()
+    vip = PodInfo(pod("vip", cpu="4", priority=100))
+    assert profile.run_pre_filter(state, vip) is None
+    _, failed = profile.find_feasible(state, vip, list(h.nodes().values()), sample=False)
+    assert {n: (s.code.name, s.message) for n, s in failed.items()} == {
+        "small": ("UNSCHEDULABLE_AND_UNRESOLVABLE", "Insufficient cpu"),
+        "busy": ("UNSCHEDULABLE", "Insufficient cpu")}

@@ -18,7 +18,7 @@ from ..columns import FeasibleNodes, NodeColumns
 from ..framework import MAX_NODE_SCORE, ActionType, ClusterEvent, Code, CycleState, Handle, Status
 from ..nodeinfo import NodeInfo, PodInfo
 
-__all__ = ["NodeResourcesBalancedAllocation", "NodeResourcesFit", "balanced_score", "insufficient"]
+__all__ = ["NodeResourcesBalancedAllocation", "NodeResourcesFit", "balanced_score", "fit_status", "insufficient"]
 
 NAME = "NodeResourcesFit"
 BALANCED = "NodeResourcesBalancedAllocation"
@@ -38,6 +38,20 @@ def insufficient(pod: PodInfo, node: NodeInfo, dra_backed: Callable[[str], bool]
         if have - req.get(name, 0) < amount and not (have == 0 and dra_backed is not None and dra_backed(name)):
             out.append("Too many pods" if name == "pods" else f"Insufficient {name}")
     return out
+
+
+def fit_status(pod: PodInfo, node: NodeInfo, dra_backed: Callable[[str], bool] | None = None) -> Status | None:
+    """NodeResourcesFit's verdict on ``node``: None if the pod fits, else its reasons,
+    UNSCHEDULABLE_AND_UNRESOLVABLE when the pod requests more of a resource than the node
+    has allocatable at all (it would not fit there empty: evicting cannot help), as
+    upstream's ``InsufficientResource.Unresolvable``; "Too many pods" stays resolvable."""
+    reasons = insufficient(pod, node, dra_backed)
+    if not reasons:
+        return None
+    alloc = node.allocatable
+    beyond = any(name != "pods" and amount > alloc.get(name, 0) and f"Insufficient {name}" in reasons
+                 for name, amount in pod.req_items)
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if beyond else Code.UNSCHEDULABLE, *reasons, plugin=NAME)
 
 
 def _pod_left_node(pod: PodInfo, old: Any, new: Any) -> bool:
@@ -70,8 +84,7 @@ class NodeResourcesFit:
         alloc, req = node.allocatable, node.requested
         for name, amount in pod.req_items:
             if alloc.get(name, 0) - req.get(name, 0) < amount:
-                reasons = insufficient(pod, node, self.dra_backed)
-                return Status(Code.UNSCHEDULABLE, *reasons, plugin=NAME) if reasons else None
+                return fit_status(pod, node, self.dra_backed)
         return None
 
     def dra_backed(self, resource: str) -> bool:

@@ -1,7 +1,8 @@
 """DefaultPreemption (PostFilter): make room for a pod by evicting lower-priority pods.
 
 For each node the pod was rejected from with UNSCHEDULABLE (not
-UNSCHEDULABLE_AND_UNRESOLVABLE: evicting cannot fix a taint or a selector),
+UNSCHEDULABLE_AND_UNRESOLVABLE: evicting cannot fix a taint, a selector, or a
+request beyond the node's allocatable),
 remove every pod of lower priority, check the pod then passes the Filter
 plugins, and put victims back while it still passes: first those whose eviction
 would violate a PodDisruptionBudget, then the others, each group highest priority
