@@ -220,3 +220,21 @@ async def test_a_request_beyond_a_nodes_allocatable_is_no_case_for_preemption() 
     assert {n: (s.code.name, s.message) for n, s in failed.items()} == {
         "small": ("UNSCHEDULABLE_AND_UNRESOLVABLE", "Insufficient cpu"),
         "busy": ("UNSCHEDULABLE", "Insufficient cpu")}
+
+
+async def test_a_gang_member_that_preemption_cannot_help_is_told_so_as_any_pod() -> None:
+    """A gang member does not preempt; but when no node is a candidate anyway, its
+    message is upstream's dry-run answer, as any pod's, not the gang's own refusal."""
+    h, profile = build([node("tainted", cpu="1", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]),
+                        node("full", cpu="1")])
+    plugin, writes = _preemption(h, profile)
+    h.bind_pod(pod("peer", cpu="1", priority=100), "full")  # not of lower priority: no victim
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("train", 1))
+    result, status = await _post_filter(h, profile, plugin, PodInfo(pod("w", cpu="1", priority=100, group="train")))
+    assert status is not None and status.message == (
+        "0/2 nodes are available: 1 No preemption victims found for incoming pod, "
+        "1 Preemption is not helpful for scheduling.")
+    assert result is not None and result.nominated_node == ""
+    assert not writes.calls

@@ -179,9 +179,7 @@ class DefaultPreemption:
                                 plugin=NAME)
         profile: Profile = self.handle.profile()
         gang = profile.get("GangScheduling")
-        if isinstance(gang, GangScheduling) and gang.in_gang(pod):
-            # evicting for one member of a gang does not place the gang (basic groups' members preempt)
-            return None, Status(Code.UNSCHEDULABLE, "preemption is not attempted for gang members", plugin=NAME)
+        in_gang = isinstance(gang, GangScheduling) and gang.in_gang(pod)
         nodes = self.handle.nodes()
         # the scheduler's nominated pods (a handle without any: tests, tools)
         nominated_for = getattr(self.handle, "nominated_pods_for", None)
@@ -196,6 +194,10 @@ class DefaultPreemption:
             # NewPostFilterResultWithNominatedNode(""), a ModeOverride to nothing)
             return PostFilterResult(""), Status(Code.UNSCHEDULABLE, FitError(len(statuses), why_not).message(),
                                                 plugin=NAME)
+        if in_gang:
+            # evicting for one member of a gang does not place the gang (basic groups' members
+            # preempt); a member no eviction could help was told so above, as any pod
+            return None, Status(Code.UNSCHEDULABLE, "preemption is not attempted for gang members", plugin=NAME)
         node, victims = chosen
         errors = [e for e in await asyncio.gather(*(self._evict(pod, v) for v in victims)) if e]
         if errors:
