@@ -238,3 +238,51 @@ async def test_a_gang_member_that_preemption_cannot_help_is_told_so_as_any_pod()
         "1 Preemption is not helpful for scheduling.")
     assert result is not None and result.nominated_node == ""
     assert not writes.calls
+
+
+
+def _started(obj: dict[str, Any], at: str) -> dict[str, Any]:
+    obj["status"]["startTime"] = at
+    return obj
+
+
+async def test_ties_go_to_the_node_whose_victims_started_last() -> None:
+    """Upstream's last criterion: with equal budgets, priorities and counts, the node
+    whose highest-priority victims' earliest start is the latest wins, so the pods that
+    have run longest are spared."""
+    h, profile = build([node("a", cpu="1"), node("b", cpu="1")])
+    plugin, writes = _preemption(h, profile)
+    h.bind_pod(_started(pod("old", cpu="1", priority=1), "2026-01-01T00:00:00Z"), "a")
+    h.bind_pod(_started(pod("new", cpu="1", priority=1), "2026-06-01T00:00:00Z"), "b")
+    result, status = await _post_filter(h, profile, plugin, PodInfo(pod("vip", cpu="1", priority=100)))
+    assert status is None and result is not None and result.nominated_node == "b"
+    assert [p.rsplit("/", 1)[-1] for kind, p, _ in writes.calls if kind == "delete"] == ["new"]
+
+
+def test_on_a_node_the_pod_that_started_first_is_put_back_first() -> None:
+    """``MoreImportantPod``: of equal priority, the pod that started earlier is the more
+    important, whatever order the scheduler learnt of them in."""
+    from controlplane.scheduler.plugins.preemption import find_candidate
+
+    h, profile = build([node("only", cpu="2")])
+    h.bind_pod(_started(pod("young", cpu="1", priority=1), "2026-06-01T00:00:00Z"), "only")
+    h.bind_pod(_started(pod("elder", cpu="1", priority=1), "2026-01-01T00:00:00Z"), "only")
+    nodes = list(h.nodes().values())
+    state = CycleState()
+    vip = PodInfo(pod("vip", cpu="1", priority=100))
+    assert profile.run_pre_filter(state, vip) is None
+    _, failed = profile.find_feasible(state, vip, nodes, sample=False)
+    chosen, _ = find_candidate(profile, state, vip, nodes, failed)
+    assert chosen is not None and [v.name for v in chosen[1]] == ["young"]
+
+
+async def test_fewer_victims_win_over_more_of_negative_priority() -> None:
+    """Upstream raises each victim's priority by 2^31 before summing: two victims, one of
+    negative priority, weigh more than one of the same highest priority."""
+    h, profile = build([node("two", cpu="2"), node("one", cpu="2")])
+    plugin, writes = _preemption(h, profile)
+    h.bind_pod(pod("a", cpu="1", priority=5), "two")
+    h.bind_pod(pod("b", cpu="1", priority=-10), "two")
+    h.bind_pod(pod("c", cpu="2", priority=5), "one")
+    result, status = await _post_filter(h, profile, plugin, PodInfo(pod("vip", cpu="2", priority=100)))
+    assert status is None and result is not None and result.nominated_node == "one"

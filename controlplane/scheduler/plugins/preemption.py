@@ -11,7 +11,8 @@ Pods nominated to the node with at least the pod's priority count there
 throughout, as upstream's ``RunFilterPluginsWithNominatedPods``: their room is
 not the pod's to take. Among candidate nodes pick, as upstream, the one with the
 fewest victims a budget protects, then whose highest-priority victim is lowest,
-then the smallest sum of victim priorities, then the fewest victims. Each victim
+then the smallest sum of victim priorities, then the fewest victims, then whose
+victims started last (``_rank``). Each victim
 gets the ``DisruptionTarget`` condition (``PreemptionByScheduler``), then is deleted through the API, and the
 pod's ``status.nominatedNodeName`` is set; the pod itself is retried when the
 deletions arrive (pod DELETE events).
@@ -34,6 +35,8 @@ still does not fit with every lower-priority pod gone ("Insufficient cpu").
 from __future__ import annotations
 
 import asyncio
+import calendar
+import functools
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -58,6 +61,41 @@ NO_VICTIMS = "No preemption victims found for incoming pod"
 log = logging.getLogger("controlplane.scheduler")
 
 Candidate = tuple[NodeInfo, list[PodInfo]]
+
+
+_MAX_INT32 = 2**31 - 1
+
+
+@functools.lru_cache(maxsize=8192)
+def _epoch(at: str) -> float | None:
+    try:
+        return float(calendar.timegm(time.strptime(at[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
+
+
+def start_time(p: PodInfo) -> float:
+    """The pod's ``status.startTime`` (epoch seconds); a pod not started yet counts as
+    starting now, after every started one, as upstream's ``GetPodStartTime``. (Parsed
+    once per distinct time: the dry run sorts the pods of every candidate node.)"""
+    at = (p.obj.get("status") or {}).get("startTime")
+    t = _epoch(at) if isinstance(at, str) else None
+    return time.time() if t is None else t
+
+
+def _more_important_first(p: PodInfo) -> tuple[int, float]:
+    """Upstream's ``MoreImportantPod`` as a sort key: higher priority, then started earlier."""
+    return -p.priority, start_time(p)
+
+
+def _rank(victims: Sequence[PodInfo], violations: int) -> tuple[int, int, int, int, float]:
+    """Upstream's ``pickOneNodeForPreemption`` criteria, least first: the fewest budget
+    violations, the lowest highest victim priority, the smallest sum of victim priorities
+    each raised by 2^31 (so that fewer victims win, even over more of negative priority), the fewest
+    victims, then the latest earliest start among the highest-priority victims."""
+    top = max(v.priority for v in victims)
+    earliest = min(start_time(v) for v in victims if v.priority == top)
+    return (violations, top, sum(v.priority + _MAX_INT32 + 1 for v in victims), len(victims), -earliest)
 
 
 def split_by_budgets(pods: Sequence[PodInfo], pdbs: Iterable[Mapping[str, Any]],
@@ -112,7 +150,7 @@ def _victims_on(profile: Profile, state: CycleState, pod: PodInfo, node: NodeInf
     victims = []
     violations = 0
     # try to keep the most important, those a budget protects first
-    violating, others = split_by_budgets(sorted(lower, key=lambda p: (-p.priority, p.timestamp)), pdbs)
+    violating, others = split_by_budgets(sorted(lower, key=_more_important_first), pdbs)
     for group, protected in ((violating, True), (others, False)):
         for p in group:
             view.add_pod(p)
@@ -132,7 +170,7 @@ def find_candidate(profile: Profile, state: CycleState, pod: PodInfo, nodes: Seq
     and why each node of ``statuses`` that is no candidate is not (upstream's dry run).
     ``nominated``: node name -> pods nominated there of at least ``pod``'s priority;
     ``pdbs``: the PodDisruptionBudgets."""
-    best: tuple[tuple[int, int, int, int], NodeInfo, list[PodInfo]] | None = None
+    best: tuple[tuple[int, int, int, int, float], NodeInfo, list[PodInfo]] | None = None
     why_not: dict[str, Status] = {}
     by_name = {n.name: n for n in nodes}
     for name, s in statuses.items():
@@ -145,7 +183,7 @@ def find_candidate(profile: Profile, state: CycleState, pod: PodInfo, nodes: Seq
             why_not[name] = found
             continue
         victims, violations = found
-        rank = (violations, max(v.priority for v in victims), sum(v.priority for v in victims), len(victims))
+        rank = _rank(victims, violations)
         if best is None or rank < best[0]:
             best = (rank, node, victims)
     return (None if best is None else (best[1], best[2])), why_not
