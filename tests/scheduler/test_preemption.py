@@ -280,9 +280,34 @@ async def test_fewer_victims_win_over_more_of_negative_priority() -> None:
     """Upstream raises each victim's priority by 2^31 before summing: two victims, one of
     negative priority, weigh more than one of the same highest priority."""
     h, profile = build([node("two", cpu="2"), node("one", cpu="2")])
-    plugin, writes = _preemption(h, profile)
+    plugin, _ = _preemption(h, profile)
     h.bind_pod(pod("a", cpu="1", priority=5), "two")
     h.bind_pod(pod("b", cpu="1", priority=-10), "two")
     h.bind_pod(pod("c", cpu="2", priority=5), "one")
     result, status = await _post_filter(h, profile, plugin, PodInfo(pod("vip", cpu="2", priority=100)))
     assert status is None and result is not None and result.nominated_node == "one"
+
+
+async def test_a_pod_waits_for_the_victims_terminating_on_its_nominated_node() -> None:
+    """Upstream's PodEligibleToPreemptOthers: a pod nominated to a node where a pod of
+    lower priority is terminating by preemption does not preempt again (it keeps its
+    nomination), unless the node now rejects it UNSCHEDULABLE_AND_UNRESOLVABLE."""
+    h, profile = build([node("only", cpu="1"), node("other", cpu="1")])
+    plugin, writes = _preemption(h, profile)
+    victim = pod("low", cpu="1", priority=1)
+    victim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    victim["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                       "reason": "PreemptionByScheduler"}]
+    h.bind_pod(victim, "only")
+    h.bind_pod(pod("low2", cpu="1", priority=1), "other")
+    vip = pod("vip", cpu="1", priority=100)
+    vip["status"]["nominatedNodeName"] = "only"
+    result, status = await _post_filter(h, profile, plugin, PodInfo(vip))
+    assert result is None and status is not None
+    assert status.message == "not eligible due to a terminating pod on the nominated node."
+    assert not writes.calls
+    # a pod terminating for another reason is no such wait
+    victim["status"]["conditions"] = []
+    h.bind_pod(victim, "only")
+    result, status = await _post_filter(h, profile, plugin, PodInfo(vip))
+    assert status is None and result is not None and result.nominated_node in ("only", "other")

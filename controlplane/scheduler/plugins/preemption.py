@@ -195,6 +195,14 @@ def select_victims(profile: Profile, state: CycleState, pod: PodInfo, nodes: Seq
     return find_candidate(profile, state, pod, nodes, statuses)[0]
 
 
+def _preempted(p: PodInfo) -> bool:
+    """Is ``p`` being deleted by a scheduler's preemption (its ``DisruptionTarget``
+    condition says so), as upstream's ``podTerminatingByPreemption``?"""
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+               and c.get("reason") == "PreemptionByScheduler"
+               for c in (p.obj.get("status") or {}).get("conditions") or ())
+
+
 class DefaultPreemption:
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
@@ -215,10 +223,14 @@ class DefaultPreemption:
         if policy == "Never":
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "not eligible due to preemptionPolicy=Never.",
                                 plugin=NAME)
+        nodes = self.handle.nodes()
+        if self._awaits_victims(pod, nodes, statuses):
+            # its nomination stands: the victims' deletions will retry it
+            return None, Status(Code.UNSCHEDULABLE, "not eligible due to a terminating pod on the nominated node.",
+                                plugin=NAME)
         profile: Profile = self.handle.profile()
         gang = profile.get("GangScheduling")
         in_gang = isinstance(gang, GangScheduling) and gang.in_gang(pod)
-        nodes = self.handle.nodes()
         # the scheduler's nominated pods (a handle without any: tests, tools)
         nominated_for = getattr(self.handle, "nominated_pods_for", None)
         nominated = nominated_for(pod) if nominated_for is not None else None
@@ -244,6 +256,24 @@ class DefaultPreemption:
             self.handle.record_event(v.obj, "Preempted", f"Preempted by pod {pod.uid} on node {node.name}",
                                      action="Preempting", related=pod.obj)
         return PostFilterResult(node.name), None
+
+    @staticmethod
+    def _awaits_victims(pod: PodInfo, nodes: Mapping[str, NodeInfo], statuses: Mapping[str, Status]) -> bool:
+        """Upstream's ``PodEligibleToPreemptOthers`` (past ``preemptionPolicy``): a pod whose
+        ``status.nominatedNodeName`` node still holds a pod of lower priority terminating by
+        preemption waits for it rather than preempting again, unless that node now rejects
+        the pod UNSCHEDULABLE_AND_UNRESOLVABLE (evicting there no longer helps)."""
+        # the stored nomination, or the one this scheduler just made (its patch in flight)
+        nominated = (pod.obj.get("status") or {}).get("nominatedNodeName") or pod.nominated_node
+        if not nominated:
+            return False
+        s = statuses.get(nominated)
+        if s is not None and s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return False
+        node = nodes.get(nominated)
+        if node is None:
+            return False
+        return any(p.terminating and p.priority < pod.priority and _preempted(p) for p in node.pods.values())
 
     async def _evict(self, pod: PodInfo, victim: PodInfo) -> str | None:
         """Mark ``victim`` with ``DisruptionTarget`` (a pods/status patch through the scheduler's
