@@ -409,7 +409,9 @@ class ClaimController:
         if dropped or (not valid and status.get("allocation") and meta.get("deletionTimestamp")):
             status["reservedFor"] = valid
             if not valid:
-                # Allocated by the scheduler (structured parameters): deallocating is clearing it.
+                # Allocated by the scheduler (structured parameters): deallocating is clearing it;
+                # an empty reservedFor is left out, as kube-apiserver's omitempty drops it
+                status.pop("reservedFor")
                 status.pop("allocation", None)
                 status.pop("devices", None)
             claim = await self.client.update(path + "/status", {**claim, "status": status})

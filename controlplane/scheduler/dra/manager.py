@@ -713,9 +713,11 @@ class DraManager:
             path = resource_path("resource.k8s.io", "v1", "resourceclaims", ns, name) + "/status"
             status = dict(claim.get("status") or {})
             status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") != uid]
-            if key in allocated_keys and not status["reservedFor"]:
-                status.pop("allocation", None)
-                status.pop("devices", None)
+            if not status["reservedFor"]:
+                status.pop("reservedFor")  # omitted when empty, as kube-apiserver stores it
+                if key in allocated_keys:
+                    status.pop("allocation", None)
+                    status.pop("devices", None)
             try:
                 self.on_claim(await client.update(path, {**claim, "status": status}))
                 if (claim.get("metadata") or {}).get("annotations", {}).get(EXTENDED_ANNOTATION) == "true":
@@ -741,6 +743,7 @@ class DraManager:
         status = dict(claim.get("status") or {})
         status["reservedFor"] = [r for r in status.get("reservedFor") or [] if r.get("uid") != who["uid"]]
         if not status["reservedFor"]:
+            status.pop("reservedFor")  # omitted when empty, as kube-apiserver stores it
             status.pop("allocation", None)
             status.pop("devices", None)
         if status == (claim.get("status") or {}):

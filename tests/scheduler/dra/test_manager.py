@@ -143,7 +143,7 @@ async def test_binding_failure_condition_releases_the_allocation() -> None:
     with pytest.raises(BindingFailed, match=r"dra\.example\.com/failed is True"):
         await asyncio.wait_for(task, 2)
     stored = client.objects[path_of("a")]
-    assert "allocation" not in stored["status"] and stored["status"]["reservedFor"] == []
+    assert "allocation" not in stored["status"] and "reservedFor" not in stored["status"]
     assert m.state.claims() == {}  # the device is free again
 
 
