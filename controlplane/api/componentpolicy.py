@@ -5,7 +5,8 @@ does not hold, written at start with it (``rbacreconcile.py``), so that under
 - ``kwok-controller``, bound to the service account ``kube-system/kwok-controller``, as KWOK's
   manifest binds its controller: the node simulator's writes that are not a kubelet's (the
   kubelets are ``system:node:<node>``, authorized by the Node authorizer): the stages'
-  finalizers, deletes and events, the failure modes, the bulk ``LeaseRenewal`` and
+  finalizers, deletes and events, the failure modes, the Secrets and ConfigMaps its kubelets
+  read before they start a pod, the bulk ``LeaseRenewal`` and
   ``NodeStatusReport`` requests (which need ``update`` on the Leases and ``patch`` on
   ``nodes/status`` of the nodes they name), the Stage CRD.
 - ``karpenter``, bound to ``kube-system/karpenter``, as Karpenter's chart binds its service
@@ -80,6 +81,7 @@ COMPONENT_ROLES: tuple[Obj, ...] = (
         rule("patch update", CORE, "nodes/status"),
         rule(f"{READ} delete patch update", CORE, "pods"),
         rule("patch update", CORE, "pods/status"),
+        rule(READ, CORE, "secrets configmaps"),  # what its kubelets need to start a pod (nodes/refs.py)
         rule(f"{READ} create delete patch update", COORDINATION, "leases"),
         rule("create", NODES_API, "leaserenewals nodestatusreports"),
         rule(f"{READ} create delete", STORAGE, "csinodes"),

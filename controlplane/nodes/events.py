@@ -17,6 +17,9 @@ each about the pod with ``involvedObject.fieldPath`` naming the container
   accessed by the pod`` for an image on the node (as asked, untagged);
 - ``ErrImageNeverPull`` and ``Failed`` ``Error: ErrImageNeverPull``
   (Warnings) for an image not on the node with policy ``Never``;
+- ``FailedMount`` ``MountVolume.SetUp failed for volume "v" : secret "x" not found``
+  (Warning, about the pod) and ``Failed`` ``Error: secret "x" not found`` (Warning, about
+  the container) while a Secret or ConfigMap it needs is missing (``refs``);
 - ``Created`` ``Container created`` and ``Started`` ``Container started``
   for each container, init containers first, when the pod turns Running, and
   for an ephemeral container when its image is there;
@@ -118,6 +121,15 @@ class KubeletEvents:
                      f'Successfully pulled image "{with_default_tag(requested)}" in {go_duration(pull.seconds)} '
                      f'({go_duration(max(waited, pull.seconds))} including waiting). '
                      f'Image size: {int(image.size_mb * 1_000_000)} bytes.')
+
+    def failed_mount(self, pod: Mapping[str, Any], node: str, message: str) -> None:
+        """A volume of the pod cannot be set up (``refs``): ``FailedMount``, about the pod."""
+        self._record(pod, node, "", "FailedMount", message, "Warning")
+
+    def config_error(self, pod: Mapping[str, Any], node: str, path: str, message: str) -> None:
+        """The container at ``path`` cannot be created (``refs``: its environment's Secret or
+        ConfigMap): ``Failed``, in the words of kuberuntime's startContainer."""
+        self._record(pod, node, path, "Failed", f"Error: {message}", "Warning")
 
     def started(self, pod: Mapping[str, Any], node: str) -> None:
         """The pod turned Running: each container created and started."""

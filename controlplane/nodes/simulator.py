@@ -113,6 +113,7 @@ from .podfailure import (
     waiting_in_backoff,
 )
 from .probes import next_change, probed, starting
+from .refs import Ref, env_error, has_env_refs, has_volume_refs, volume_errors
 from .resize import resize_decision, resize_patch, settled_patch, wants_resize
 from .rota import HeartbeatRota
 from .stages import Stage, StageError, StageSet, default_stages, stage_from_object
@@ -359,6 +360,22 @@ class NodeSimulator:
         self.pod_informer = client.informer(resource_path("", "v1", "pods"), on_add=self._pod_seen,
                                             on_update=lambda _old, new: self._pod_seen(new),
                                             on_delete=self._pod_gone)
+        # with the built-in stages, the Secrets and ConfigMaps a kubelet needs before it starts a pod
+        # (``refs``): a pod one of whose is missing waits, in ``_blocked`` (key -> what it said last,
+        # what it waits for) and, by what it waits for, ``_awaiting``; their writes look at it again. (The
+        # ConfigMaps' informer is the root CA publisher's too: in one process, listed once.)
+        self.secret_informer = self.configmap_informer = None
+        if self.builtin_stages:
+            self.secret_informer = client.informer(
+                resource_path("", "v1", "secrets"), on_add=lambda o: self._ref_written("secret", o),
+                on_update=lambda _old, new: self._ref_written("secret", new))
+            self.configmap_informer = client.informer(
+                resource_path("", "v1", "configmaps"), on_add=lambda o: self._ref_written("configmap", o),
+                on_update=lambda _old, new: self._ref_written("configmap", new))
+        self._blocked: dict[str, tuple[tuple[str, ...], frozenset[Ref]]] = {}
+        self._awaiting: dict[Ref, set[str]] = {}
+        self._refs_synced = not self.builtin_stages
+        self._parked: set[str] = set()  # pods seen before the informers above had listed: looked at once they have
         self._tasks: list[asyncio.Task[Any]] = []
         self.lease_renewals = 0
         self._recorder: Any = None  # the Events of stages' ``next.event`` (controllers.events.Recorder)
@@ -395,6 +412,9 @@ class NodeSimulator:
                        asyncio.create_task(self.pod_informer.run(), name="pods-informer")]
         if self.stage_informer is not None:
             self._tasks.append(asyncio.create_task(self.stage_informer.run(), name="stages-informer"))
+        if self.secret_informer is not None and self.configmap_informer is not None:
+            self._tasks += [asyncio.create_task(self.secret_informer.run(), name="secrets-informer"),
+                            asyncio.create_task(self.configmap_informer.run(), name="configmaps-informer")]
         self._tasks += [asyncio.create_task(self._writer(), name=f"nodes-writer-{i}")
                         for i in range(self.config.write_concurrency)]
         if self.pod_events is not None or self.node_events is not None:
@@ -403,6 +423,10 @@ class NodeSimulator:
         try:
             await self.node_informer.synced.wait()
             await self.pod_informer.synced.wait()
+            if self.secret_informer is not None:
+                # not waited for: a simulator whose credentials cannot read them still runs the pods
+                # that need none (those that do wait, parked, and a warning says why)
+                self._tasks.append(asyncio.create_task(self._refs_listed(), name="refs-synced"))
             if self.stage_informer is not None:
                 await self.stage_informer.synced.wait()
                 if not self._stage_objects:
@@ -1245,8 +1269,13 @@ class NodeSimulator:
             self._pulls.pop(key, None)
             if st.started and not st.finished and not _terminal(pod):
                 self.pod_events.stopping(pod, node.name)
+        if self.secret_informer is not None and not st.started and st.pulled_at is None \
+                and has_volume_refs(pod) and self._volumes_wait(key, st, node, pod):
+            return  # its volumes first, as the kubelet's volume manager, before any image is pulled
         if not self._images_ready(key, st, node, pod):
             return
+        if self.secret_informer is not None and not st.started and self._env_waits(key, st, node, pod):
+            return  # a container's environment, as the kubelet makes it once the image is there
         wrote = self._start_ephemeral(key, st, node, pod)
         if not self._resize(key, node.name, pod) and not wrote and self.builtin_stages:
             self._observe(key, pod)
@@ -1459,6 +1488,116 @@ class NodeSimulator:
             self.wheel.schedule(st.pulled_at, ("pod", key, st.gen))
         return False
 
+    async def _refs_listed(self) -> None:
+        """Once the Secrets and ConfigMaps are listed, the pods seen before look at them."""
+        assert self.secret_informer is not None and self.configmap_informer is not None
+        await self.secret_informer.synced.wait()
+        await self.configmap_informer.synced.wait()
+        self._refs_synced = True
+        parked, self._parked = self._parked, set()
+        for key in parked:
+            if (pod := self.pod_informer.items.get(key)) is not None:
+                self._pod_seen(pod)
+
+    def _ref_written(self, kind: str, obj: dict[str, Any]) -> None:
+        """A Secret or ConfigMap created or changed: the pods waiting for it looked at again."""
+        meta = obj.get("metadata") or {}
+        keys = self._awaiting.get((kind, f"{meta.get('namespace')}/{meta.get('name')}"))
+        for key in list(keys or ()):
+            pod = self.pod_informer.items.get(key)
+            if pod is not None:
+                self._pod_seen(pod)
+
+    def _says(self, key: str) -> tuple[str, ...] | None:
+        """What the waiting pod ``key`` said last (None: it does not wait)."""
+        blocked = self._blocked.get(key)
+        return None if blocked is None else blocked[0]
+
+    def _block(self, key: str, said: tuple[str, ...], waits: set[Ref]) -> None:
+        """``key`` waits for ``waits``, saying ``said``."""
+        self._unblock(key)
+        self._blocked[key] = (said, frozenset(waits))
+        for ref in waits:
+            self._awaiting.setdefault(ref, set()).add(key)
+
+    def _unblock(self, key: str) -> None:
+        blocked = self._blocked.pop(key, None)
+        if blocked is None:
+            return
+        for ref in blocked[1]:
+            keys = self._awaiting.get(ref)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._awaiting[ref]
+
+    def _volumes_wait(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> bool:
+        """Whether a Secret or ConfigMap volume of the new pod cannot be set up yet: it stays
+        ``ContainerCreating``, with a ``FailedMount`` for each such volume (``refs``)."""
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        if not self._refs_synced:
+            self._parked.add(key)
+            return True
+        assert self.secret_informer is not None and self.configmap_informer is not None
+        failed = volume_errors(pod, self.secret_informer.items, self.configmap_informer.items)
+        if not failed:
+            self._unblock(key)
+            return False
+        said = tuple(m for m, _ in failed)
+        if self._says(key) == said:
+            return True
+        self._block(key, said, set().union(*(w for _, w in failed)))
+        if self.pod_events is not None:
+            for message in said:
+                self.pod_events.failed_mount(pod, node.name, message)
+        if not st.wrote_creating:
+            st.wrote_creating = True
+            self._write(lambda: self._write_creating(key, st.uid, False), POD)
+        return True
+
+    def _env_waits(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> bool:
+        """Whether a container of the new pod, its images pulled, cannot have its environment
+        made yet: the first init container that cannot, else every regular one that cannot,
+        waits in ``CreateContainerConfigError`` (``refs``), its ``Failed`` event recorded."""
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        spec = pod.get("spec") or {}
+        if not any(has_env_refs(c) for c in spec.get("containers") or () if isinstance(c, dict)) and not any(
+                has_env_refs(c) for c in spec.get("initContainers") or () if isinstance(c, dict)):
+            return False
+        if not self._refs_synced:
+            self._parked.add(key)
+            return True
+        assert self.secret_informer is not None and self.configmap_informer is not None
+        ns = str((pod.get("metadata") or {}).get("namespace") or "")
+        failing: dict[str, str] = {}
+        waits: set[Ref] = set()
+        for path, c in container_paths(pod):
+            if failing and path.startswith("spec.containers") and next(iter(failing)).startswith("spec.init"):
+                break  # an init container that cannot start: the regular ones are not tried
+            error = env_error(c, ns, self.secret_informer.items, self.configmap_informer.items) \
+                if has_env_refs(c) else None
+            if error is not None:
+                failing[path] = error[0]
+                waits.add(error[1])
+                if path.startswith("spec.init"):
+                    break
+        if not failing:
+            self._unblock(key)
+            return False
+        said = tuple(f"{p}: {m}" for p, m in failing.items())
+        if self._says(key) == said:
+            return True
+        self._block(key, said, waits)
+        st.gen += 1  # (a stage drawn before is no longer due)
+        st.stage = None
+        if self.pod_events is not None:
+            for path, message in failing.items():
+                self.pod_events.config_error(pod, node.name, path, message)
+        self._write(lambda: self._write_creating(key, st.uid, False, failing, said), POD, retry=True)
+        return True
+
     def _pulled(self, key: str, node: str, pod: dict[str, Any], now: float) -> None:
         """A new pod's images are on the node: its containers' Pulled events."""
         looked_up = self._pulls.pop(key, None)
@@ -1468,28 +1607,51 @@ class NodeSimulator:
         for path, requested, image, pull in pulls:
             self.pod_events.pull_done(pod, node, path, requested, image, pull, now - since)
 
-    async def _write_creating(self, key: str, uid: str, never: bool) -> None:
+    async def _write_creating(self, key: str, uid: str, never: bool, failing: dict[str, str] | None = None,
+                              said: tuple[str, ...] = ()) -> None:
+        """The new pod's status while it waits: its containers ``ContainerCreating`` (or
+        ``ErrImageNeverPull``); ``failing``: those at these paths in ``CreateContainerConfigError``
+        with the message (written only while the pod still says ``said``)."""
         pod = self.pod_informer.items.get(key)
         if pod is None or pod["metadata"].get("uid") != uid:
             return
+        if failing is not None and self._says(key) != said:
+            return  # overtaken: it says something else now, or starts
         now = now_rfc3339()
         reason = "ErrImageNeverPull" if never else "ContainerCreating"
-        statuses = [{"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": False,
-                     "started": False, "restartCount": 0, "state": {"waiting": {"reason": reason}}}
+        failing = failing or {}
+        init_failing = any(p.startswith("spec.initContainers") for p in failing)
+
+        def waiting(field: str, c: dict[str, Any], otherwise: str) -> dict[str, Any]:
+            message = failing.get(f"spec.{field}{{{c.get('name', '')}}}")
+            state = {"reason": "CreateContainerConfigError", "message": message} if message is not None \
+                else {"reason": otherwise}
+            return {"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": False,
+                    "started": False, "restartCount": 0, "state": {"waiting": state}}
+
+        statuses = [waiting("containers", c, "PodInitializing" if init_failing else reason)
                     for c in pod["spec"].get("containers") or []]
         node = self.nodes.get(pod["spec"].get("nodeName", ""))
         generation = generation_of(pod)
+        inits = [c for c in pod["spec"].get("initContainers") or [] if isinstance(c, dict)]
+        initialized: dict[str, Any] = {"type": "Initialized", "status": "True", "lastTransitionTime": now}
+        if init_failing:
+            names = " ".join(str(c.get("name", "")) for c in inits)
+            initialized = {"type": "Initialized", "status": "False", "reason": "ContainersNotInitialized",
+                           "message": f"containers with incomplete status: [{names}]", "lastTransitionTime": now}
         status: dict[str, Any] = {
             "phase": "Pending", "startTime": now, "containerStatuses": statuses,
             "conditions": [stamped(c, generation) for c in (
                 {"type": "PodReadyToStartContainers", "status": "False", "lastTransitionTime": now},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+                initialized,
                 {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": now},
                 {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady",
                  "lastTransitionTime": now},
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
             )],
         }
+        if init_failing:
+            status["initContainerStatuses"] = [waiting("initContainers", c, "PodInitializing") for c in inits]
         if generation is not None:
             status["observedGeneration"] = generation
         if node is not None:
@@ -1802,6 +1964,8 @@ class NodeSimulator:
         if st is not None and st.uid == meta.get("uid"):
             del self.pods[key]
             self._pulls.pop(key, None)
+            self._unblock(key)
+            self._parked.discard(key)
             node = self.nodes.get(st.node)
             if self.pod_events is not None and st.started and not (st.stopping or st.finished or _terminal(pod)) \
                     and node is not None and not node.failed:
