@@ -1629,8 +1629,17 @@ class NodeSimulator:
             return {"name": c.get("name"), "image": c.get("image"), "imageID": "", "ready": False,
                     "started": False, "restartCount": 0, "state": {"waiting": state}}
 
-        statuses = [waiting("containers", c, "PodInitializing" if init_failing else reason)
-                    for c in pod["spec"].get("containers") or []]
+        def running(c: dict[str, Any]) -> dict[str, Any]:
+            # a regular container beside one that cannot be created: the kubelet starts it (as
+            # pod-ready's statuses say it, its probes passing at once)
+            if f"spec.containers{{{c.get('name', '')}}}" in failing:
+                return waiting("containers", c, reason)
+            return {"name": c.get("name"), "image": c.get("image"), "imageID": f"{c.get('image')}@sha256:simulated",
+                    "containerID": f"containerd://{c.get('name')}", "ready": True, "started": True,
+                    "restartCount": 0, "state": {"running": {"startedAt": now}}}
+
+        statuses = [waiting("containers", c, "PodInitializing" if init_failing else reason) if not failing
+                    or init_failing else running(c) for c in pod["spec"].get("containers") or []]
         node = self.nodes.get(pod["spec"].get("nodeName", ""))
         generation = generation_of(pod)
         inits = [c for c in pod["spec"].get("initContainers") or [] if isinstance(c, dict)]

@@ -287,3 +287,25 @@ async def test_a_waiting_pod_deleted_is_deleted_at_once_and_forgotten(client: Cl
 
 async def _async(value: bool) -> bool:
     return value
+
+
+async def test_the_other_containers_run_beside_one_that_cannot_be_created(client: Client) -> None:
+    """As the kubelet starts each container on its own: the pod Pending, 1/2 ready, and
+    kubectl's STATUS the waiting one's reason."""
+    async with simulating(client, fast(count=1)):
+        body = _with_env("web", env_from=[{"secretRef": {"name": "app"}}])
+        body["spec"]["containers"].insert(0, {"name": "proxy", "image": "registry.k8s.io/pause:3.10"})
+        await client.create(PODS, body)
+
+        async def statuses() -> dict[str, Any]:
+            status = (await client.get(f"{PODS}/web")).get("status") or {}
+            got = {s["name"]: s for s in status.get("containerStatuses") or ()}
+            return got if "waiting" in (got.get("c") or {}).get("state", {}) and status["phase"] == "Pending" else {}
+
+        got = await eventually(statuses)
+        assert got["c"]["state"]["waiting"] == {"reason": "CreateContainerConfigError",
+                                                "message": 'secret "app" not found'}
+        assert "running" in got["proxy"]["state"] and got["proxy"]["ready"] is True
+        assert [s["ready"] for s in got.values()] == [True, False]
+        await client.create(SECRETS, _secret("app", a="1"))
+        await eventually(lambda: _is(client, "web", "Running"))
