@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.test_cli import start_serve
+from tests.tmpfs import small_tmpfs
 
 CONFIGMAPS = "/api/v1/namespaces/full/configmaps"
 
@@ -25,13 +26,8 @@ def small_state_dir(tmp_path: Path) -> Iterator[Path]:
     """An 8 MiB filesystem (tmpfs) holding all ``start_serve(tmp_path)`` keeps (the store, the
     kubeconfig, the keys), as one disk holds ``.controlplane/``; needs root, as CI and ``make
     test`` run (tests/store/test_lmdb.py's disk-full test mounts one too)."""
-    state = tmp_path / "state"
-    state.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(state)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.fail(f"cannot mount a small tmpfs for the disk-full test (run as root): {res.stderr}")
-    yield state
-    subprocess.run(["umount", "-l", str(state)], check=False)
+    with small_tmpfs(tmp_path / "state", "8m") as state:
+        yield state
 
 
 def _applier_of(pid: int) -> int:

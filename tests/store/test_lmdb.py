@@ -18,6 +18,7 @@ import pytest
 import store
 from store.lmdb import LmdbStore
 from store.lmdb import engine as engine_mod
+from tests.tmpfs import small_tmpfs
 
 pytestmark = pytest.mark.asyncio
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,13 +231,8 @@ async def test_a_full_map_grows_itself(tmp_path: Path) -> None:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 3 MiB filesystem (tmpfs) for the disk-full test; needs root, as CI and `make test` run."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.fail(f"cannot mount a small tmpfs for the disk-full test (run as root): {res.stderr}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
+    with small_tmpfs(tmp_path / "small", "3m") as mnt:
+        yield mnt
 
 
 async def test_a_full_disk_gives_a_clear_error_and_loses_nothing_acknowledged(small_disk: Path) -> None:
