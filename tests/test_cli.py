@@ -139,6 +139,18 @@ def running(s: Serve) -> Iterator[Serve]:
             s.stop()
 
 
+@contextlib.contextmanager
+def killed_after(s: Serve) -> Iterator[Serve]:
+    """``s`` as it is, for a test that stops or kills it itself; killed (SIGKILL) on the way
+    out if it still runs (the test failed before it did)."""
+    try:
+        yield s
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     s = start_serve(tmp_path_factory.mktemp("serve"))

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from tests.test_cli import start_serve
+from tests.test_cli import killed_after, start_serve
 
 NS = "crash"
 CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
@@ -120,14 +120,10 @@ async def _watched(url: str, since: int, until: str) -> list[tuple[str, str, int
 def test_a_kill_9_under_load_loses_no_answered_write_and_resumed_watches_miss_none(tmp_path: Path) -> None:
     s = start_serve(tmp_path, tls=False)
     writes = Writes()
-    try:
+    with killed_after(s):
         s.wait_ready()
         asyncio.run(_load_then_kill(s.url, s.proc, writes))
         s.proc.wait()
-    finally:
-        if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
     again = start_serve(tmp_path, run=1, port=s.port, tls=False)
     try:
         again.wait_ready()

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.api.webhook_server import WebhookServer, webhook_server
-from tests.test_cli import Serve, start_serve
+from tests.test_cli import Serve, killed_after, start_serve
 
 NS = "stopping"
 CONFIGMAPS = f"/api/v1/namespaces/{NS}/configmaps"
@@ -56,7 +56,7 @@ def _admin(s: Serve) -> dict[str, str]:
 def test_a_stop_ends_watches_cleanly_and_answers_the_write_in_flight_which_stays(
         tmp_path: Path, hook: WebhookServer, tls: bool) -> None:
     s = start_serve(tmp_path, tls=tls)
-    try:
+    with killed_after(s):
         s.wait_ready()
         with httpx.Client(base_url=s.url, timeout=30, headers=_admin(s)) as http:
             assert http.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).status_code == 201
@@ -80,10 +80,6 @@ def test_a_stop_ends_watches_cleanly_and_answers_the_write_in_flight_which_stays
             assert answered and answered[0].status_code == 201, answered and answered[0].text
             acked = answered[0].json()["metadata"]["resourceVersion"]
             assert s.proc.wait(10) == 0
-    finally:
-        if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
     again = start_serve(tmp_path, run=1, port=s.port, tls=tls)
     try:
         again.wait_ready()

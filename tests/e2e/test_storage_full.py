@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_cli import start_serve
+from tests.test_cli import killed_after, start_serve
 from tests.tmpfs import small_tmpfs
 
 CONFIGMAPS = "/api/v1/namespaces/full/configmaps"
@@ -45,7 +45,7 @@ def _listed(url: str) -> dict[str, tuple[str, dict[str, str]]]:
 def test_a_full_disk_refuses_writes_as_upstream_keeps_reads_and_recovers(tmp_path: Path, small_state_dir: Path) -> None:
     s = start_serve(tmp_path, tls=False)
     acked: dict[str, tuple[str, dict[str, str]]] = {}
-    try:
+    with killed_after(s):
         s.wait_ready()
         with httpx.Client(base_url=s.url, timeout=30) as http:
             assert http.post("/api/v1/namespaces", json={"metadata": {"name": "full"}}).status_code == 201
@@ -87,19 +87,11 @@ def test_a_full_disk_refuses_writes_as_upstream_keeps_reads_and_recovers(tmp_pat
                 s.proc.wait()
             finally:
                 os.kill(applier, signal.SIGKILL)
-    finally:
-        if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
     # a start on the still-full disk, its WAL not all in LMDB, says why in one line, touching
     # nothing (it said "[Errno 28] No space left on device", rewriting its kubeconfig)
     full = start_serve(tmp_path, run=1, port=s.port, tls=False)
-    try:
+    with killed_after(full):
         assert full.proc.wait(timeout=60) == 3
-    finally:
-        if full.proc.poll() is None:
-            full.proc.kill()
-            full.proc.wait()
     errors = [line for line in full.stderr.read_text().splitlines() if "INFO" not in line]
     assert len(errors) == 1 and errors[0].startswith("controlplane serve: error: cannot open the store"), errors
     assert "the disk is full" in errors[0] and "nothing is lost" in errors[0]
