@@ -262,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how often the store's history is compacted, as kube-apiserver's flag: seconds or a "
                             "Go duration (5m, 90s); what is older than one to two intervals then answers 410 "
                             "Gone; 0 never compacts (default: 5m)")
+    serve.add_argument("--event-ttl", type=_duration, default=3600.0, metavar="DURATION",
+                       help="how long an Event is kept after its last write, as kube-apiserver's flag: seconds or "
+                            "a Go duration (1h, 90m); 0 keeps Events for ever (default: 1h)")
     lifecycle = serve.add_argument_group(
         "node lifecycle controller", "kube-controller-manager's flags of the same names (docs/nodes.md)")
     lifecycle.add_argument("--node-monitor-period", type=_period, default=5.0, metavar="DURATION",
@@ -530,6 +533,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             components_process=args.components_process,
             http_protocol=args.http_protocol,
             compaction_interval=args.etcd_compaction_interval,
+            event_ttl=args.event_ttl,
             max_requests_inflight=args.max_requests_inflight,
             max_mutating_requests_inflight=args.max_mutating_requests_inflight,
             enable_priority_and_fairness=args.enable_priority_and_fairness,

@@ -217,6 +217,9 @@ class Config:
     # seconds between compactions of the store's history (kube-apiserver's
     # --etcd-compaction-interval, 5 minutes); 0 never compacts (store/compactor.py)
     compaction_interval: float = 300.0
+    # seconds an Event is kept after its last write (kube-apiserver's --event-ttl, 1 hour:
+    # upstream's etcd lease on each Event write); 0 keeps them (api/eventttl.py)
+    event_ttl: float = 3600.0
     # API Priority and Fairness (api/flowcontrol.py): the two limits' sum is each server
     # process's concurrency limit, shared by the priority levels; without it
     # (--enable-priority-and-fairness=false) they limit reads and writes (0: no limit)
@@ -254,6 +257,8 @@ class Config:
             raise ValueError(f"workers must be >= 1, not {self.workers}")
         if not self.compaction_interval >= 0:
             raise ValueError(f"compaction interval must be >= 0 seconds, not {self.compaction_interval}")
+        if not self.event_ttl >= 0:
+            raise ValueError(f"event TTL must be >= 0 seconds, not {self.event_ttl}")
         if self.nodes < 0:
             raise ValueError(f"nodes must be >= 0, not {self.nodes}")
         self.authorization_modes()  # (ValueError: an unknown mode, one named twice)

@@ -397,7 +397,8 @@ def test_serve_flags_reach_the_config() -> None:
     argv = ["serve", "--host", "0.0.0.0", "--port", "7000", "--data-dir", "/var/cp", "--store", "etcd://a:2379,b:2379",
             "--kubeconfig-out", "/tmp/kc", "--token-auth-file", "/etc/tokens.csv", "--authorization-mode", "RBAC",
             "--nodes", "100", "--no-scheduler", "--watch-cache-snapshot", "copy", "--log-level", "debug",
-            "--etcd-compaction-interval", "1m30s", "--terminated-pod-gc-threshold", "100", "--no-pod-events",
+            "--etcd-compaction-interval", "1m30s", "--event-ttl", "2h", "--terminated-pod-gc-threshold", "100",
+            "--no-pod-events",
             "--horizontal-pod-autoscaler-sync-period", "30s", "--horizontal-pod-autoscaler-cpu-initialization-period",
             "1m"]
     parser = cli.build_parser()
@@ -405,7 +406,8 @@ def test_serve_flags_reach_the_config() -> None:
     assert config == Config(host="0.0.0.0", port=7000, data_dir=Path("/var/cp"), store="etcd://a:2379,b:2379",
                             kubeconfig_out=Path("/tmp/kc"), token_auth_file=Path("/etc/tokens.csv"),
                             authorization_mode="RBAC", nodes=100, scheduler=False, watch_cache_snapshot="copy",
-                            log_level="debug", compaction_interval=90.0, terminated_pod_gc_threshold=100,
+                            log_level="debug", compaction_interval=90.0, event_ttl=7200.0,
+                            terminated_pod_gc_threshold=100,
                             pod_events=False, hpa_sync_period=30.0, hpa_cpu_initialization_period=60.0)
     assert config.server_url == "https://127.0.0.1:7000"
 
@@ -414,6 +416,7 @@ def test_serve_flags_reach_the_config() -> None:
     ("--crash-loop-backoff", "nan", "not a duration: 'nan'"),
     ("--crash-loop-backoff", "-1", "not a duration: '-1'"),
     ("--etcd-compaction-interval", "inf", "not a duration: 'inf'"),
+    ("--event-ttl", "1 hour", "not a duration: '1 hour'"),
     ("--horizontal-pod-autoscaler-sync-period", "0", "not a period: '0'"),  # the loop would spin
     ("--node-monitor-period", "0s", "not a period: '0s'"),
 ])

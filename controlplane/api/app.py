@@ -78,6 +78,7 @@ from .auditlog import LogBackend, LogOptions
 from .auditwebhook import Truncation, WebhookBackend, WebhookOptions
 from .dependents import COLLECTOR, DeleteObject, PatchObject
 from .errors import ApiError
+from .eventttl import EventExpiry
 from .flowcontrol import DEBUG_PREFIX as FLOW_DEBUG
 from .flowcontrol import FlowControl, MaxInFlight
 from .flowcontrol import dump as flow_dump
@@ -116,6 +117,7 @@ class ServerState:
     _clients: list[Client] = field(default_factory=list)  # the in-process components' (components.py)
     caches: WatchCaches | None = None
     hooks: set[str] = field(default_factory=set)  # POST_START_HOOKS done
+    event_expiry: EventExpiry | None = None  # --event-ttl's (api/eventttl.py); None with 0
     # why the start failed, in one line, where the reason is the operator's to fix (a store
     # that cannot be opened): ``serve`` says it so, without the lifespan's traceback
     startup_error: str | None = None
@@ -705,6 +707,12 @@ def create_app(config: Config) -> FastAPI:
                     gc_client = Client.in_process(app.state.front, token=identities.token(COLLECTOR.name))
                     state._clients.append(gc_client)
                     kube.gc.calls(*_requests_of(gc_client))
+            if config.event_ttl > 0:  # Events deleted a TTL after their last write, as by etcd's leases
+                expiry = EventExpiry(lambda: state.store, config.event_ttl)
+                caches.observers.append(expiry.observe)
+                caches.on_restart.append(expiry.restarted)
+                state.event_expiry = expiry
+                state._tasks.append(asyncio.create_task(expiry.run(), name="event-expiry"))
             for rtype in kube.registry.all():  # built-in types cached from the start, as upstream
                 caches.cache_for(rtype)
             kube.reads = CacheReads(caches, StoreReads(lambda: kube.store))
