@@ -487,6 +487,11 @@ class ServerProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        # the parser holds this protocol's bound callbacks, and this protocol the parser: a
+        # cycle, which would keep a closed connection (its TLS buffers and objects, its last
+        # request) until a full collection of the cyclic garbage collector, rare in this server
+        # (gcsettings): without the parser, reference counting frees it as soon as it closes
+        self.parser = _DETACHED_PARSER
         self.server_state.connections.discard(self)
         for timer in (self._idle, self._head_timer, self._discard_timer):
             if timer is not None:
@@ -865,6 +870,14 @@ class ServerProtocol(asyncio.Protocol):
             return
         wait = self.idle_timeout - idle_for if self.current is None else self.idle_timeout
         self._idle = self.loop.call_later(max(wait, 0.05), self._idle_check)
+
+
+class _NoCallbacks:
+    """A parser's protocol with no callbacks."""
+
+
+# what a closed connection's protocol holds in place of its parser (never fed)
+_DETACHED_PARSER = httptools.HttpRequestParser(_NoCallbacks())
 
 
 def _parser(proto: ServerProtocol) -> httptools.HttpRequestParser:
