@@ -30,6 +30,10 @@ def is_live(entry: Entry | None) -> bool:
     return entry is not None and entry[1] != 0
 
 
+# dropped keys the sorted lists may keep before a compaction merges them out (``drop_tombstones_below``)
+DEAD_KEYS_KEPT = 1024
+
+
 class KeyIndex:
     __slots__ = ("entries", "revision", "_sorted", "_unsorted", "_removed")
 
@@ -82,6 +86,13 @@ class KeyIndex:
         for k in gone:
             del self.entries[k]
         self._removed += len(gone)
+        if self._removed > max(DEAD_KEYS_KEPT, len(self.entries) // 4):
+            # the key lists drop dropped keys only when a range reads them (``_order``); a server
+            # whose reads the watch cache serves ranges the store rarely, so with churn of new
+            # names they kept every key ever created (a soak: one a create). Merged here, at a
+            # compaction, once the dead keys are a quarter of the live ones: two sorted runs,
+            # near-linear
+            self._order()
 
     def _order(self) -> list[bytes]:
         if self._unsorted or self._removed:
