@@ -106,8 +106,10 @@ def test_smoke_spread_over_two_replicas_over_one_etcd(tmp_path: Path, replicas: 
     for u, b, a in zip(urls, before, after, strict=True):
         assert a - b > 50, (u, b, a)
     assert [r["target"] for r in summary["replicas"]] == urls
+    # (the report counts between its first and last scrape, a shorter span than ``before``/``after``'s:
+    # that each replica's count is there and moved is the claim; how much, the lines above check)
     for r in summary["replicas"]:
-        assert r["scraped"] and r["requests"] > 50 and r["cpu_seconds"] > 0 and r["peak_rss_bytes"] > 0, r
+        assert r["scraped"] and r["requests"] > 0 and r["cpu_seconds"] > 0 and r["peak_rss_bytes"] > 0, r
         assert r["event_loop_lag_p99_s"] is not None, r
     for name in ("metrics-first.prom", "metrics-last.prom", "metrics-first-2.prom", "metrics-last-2.prom"):
         assert (out / name).stat().st_size > 1000, name
