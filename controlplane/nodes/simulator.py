@@ -167,6 +167,11 @@ SWEEP_QUIET = 0.1
 _NO_EPHEMERAL: frozenset[str] = frozenset()
 
 
+def _name_span(names: list[str]) -> str:
+    """A few node names as a log line names them: all of up to four, else the first and the last."""
+    return ", ".join(names) if len(names) <= 4 else f"{names[0]}, ..., {names[-1]}"
+
+
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -435,8 +440,8 @@ class NodeSimulator:
             served = await self._served_bulk()
             self.bulk_renewals = self.config.lease_renewals and RENEWALS_PLURAL in served
             self.bulk_reports = self.config.bulk_status_reports and REPORTS_PLURAL in served
-            await self.create_nodes(self.config.count)
-            names = [f"{self.config.name_prefix}{i}" for i in range(self.config.count)]
+            names = self.own_node_names(self.config.count)
+            await self.create_nodes(names)
             while not all(n in self.nodes for n in names):  # the watch has yet to bring some  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
             self._ready.set()
@@ -641,16 +646,40 @@ class NodeSimulator:
                              "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}},
                 "spec": {"providerID": f"controlplane://{name}"}}
 
-    async def create_nodes(self, count: int, start: int = 0) -> None:
-        """Create nodes ``{prefix}{start}`` .. (those that exist are left alone), in parallel."""
+    def _plays(self, obj: dict[str, Any]) -> bool:
+        """Whether this simulator is the kubelet of the Node ``obj``: a fake node its selector matches."""
+        meta = obj.get("metadata") or {}
+        return (meta.get("annotations") or {}).get(FAKE_NODE_ANNOTATION) == "fake" and (
+            not self.selector.requirements or self.selector.matches(meta.get("labels")))
+
+    def own_node_names(self, count: int) -> list[str]:
+        """The names of the ``count`` nodes this simulator is to have: ``{prefix}0``, ``{prefix}1``, ..., passing
+        over a name a node it does not play holds (another simulator's, under another
+        ``--manage-nodes-with-label-selector``, or a real node's), so that it gets ``count`` nodes of its
+        own and waits for none it will never adopt. Asked once the node informer has listed."""
+        names: list[str] = []
+        taken: list[str] = []
+        i = 0
+        while len(names) < count:
+            name = f"{self.config.name_prefix}{i}"
+            node = self.node_informer.items.get(name)
+            (taken if node is not None and not self._plays(node) else names).append(name)
+            i += 1
+        if taken:
+            log.warning("node simulator: %d node name%s (%s) taken by nodes it does not play: its %d nodes are %s",
+                        len(taken), "s" if len(taken) > 1 else "", _name_span(taken), count, _name_span(names))
+        return names
+
+    async def create_nodes(self, names: list[str]) -> None:
+        """Create the nodes ``names`` (``{prefix}{index}``; those that exist are left alone), in parallel."""
         path = resource_path("", "v1", "nodes")
         sem = asyncio.Semaphore(self.config.write_concurrency)
+        prefix = self.config.name_prefix
 
-        async def one(i: int) -> None:
-            name = f"{self.config.name_prefix}{i}"
+        async def one(name: str) -> None:
             if name in self.node_informer.items:
                 return
-            body = self.node_manifest(name, i)
+            body = self.node_manifest(name, int(name[len(prefix):]))
             cidr = self.cidrs.allocate()  # the node IPAM controller's part, done up front: one write less
             body["spec"].update(podCIDR=cidr, podCIDRs=[cidr])
             async with sem:
@@ -661,13 +690,12 @@ class NodeSimulator:
                     if e.code != 409:
                         raise
 
-        await asyncio.gather(*(one(i) for i in range(start, start + count)))
+        await asyncio.gather(*(one(name) for name in names))
 
     def _node_seen(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         name = meta.get("name", "")
-        if (meta.get("annotations") or {}).get(FAKE_NODE_ANNOTATION) != "fake" or (
-                self.selector.requirements and not self.selector.matches(meta.get("labels"))):
+        if not self._plays(obj):
             if name in self.nodes:
                 self._node_gone(obj)
             return

@@ -168,3 +168,49 @@ async def test_a_standalone_simulator_that_dies_leaves_its_nodes_to_the_node_lif
             cli.wait(10)
         serve.proc.terminate()
         serve.proc.wait(20)
+
+
+async def test_a_standalone_simulator_beside_the_servers_under_another_selector_gets_nodes_of_its_own(
+        tmp_path: Path) -> None:
+    """docs/nodes.md's example: ``controlplane nodes --count N --manage-nodes-with-label-selector
+    sim=standalone`` beside ``serve --nodes M --manage-nodes-with-label-selector sim=server``, both with
+    the default name prefix. The names the server's nodes hold are passed over: the standalone one
+    gets N nodes of its own, renews their Leases and runs their pods (before, it counted the server's
+    sim-node-0.. as its own, never adopted them and so never started: its nodes' Leases stood still)."""
+    serve = start_serve(tmp_path, extra=("--nodes", "2", "--manage-nodes-with-label-selector", "sim=server"))
+    cli: subprocess.Popen[bytes] | None = None
+    try:
+        serve.wait_ready()
+        async with Client.from_kubeconfig(serve.kubeconfig) as client:
+            await eventually(lambda: _is(_ready(client, "sim-node-1"), "True"), timeout=20)
+            with (tmp_path / "nodes.err").open("wb") as err:
+                cli = subprocess.Popen(
+                    [sys.executable, "-m", "controlplane", "nodes", "--kubeconfig", str(serve.kubeconfig),
+                     "--count", "2", "--manage-nodes-with-label-selector", "sim=standalone", "--renew-interval", "1",
+                     "--metrics-address", "127.0.0.1:0"],
+                    stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+            for node in ("sim-node-2", "sim-node-3"):
+                await eventually(lambda node=node: _is(_ready(client, node), "True"), timeout=20)  # type: ignore[misc]
+            labels = {n["metadata"]["name"]: n["metadata"]["labels"].get("sim")
+                      for n in (await client.get(NODES))["items"]}
+            assert labels == {"sim-node-0": "server", "sim-node-1": "server",
+                              "sim-node-2": "standalone", "sim-node-3": "standalone"}
+            first = (await client.get(f"{LEASES}/sim-node-3"))["spec"]["renewTime"]
+
+            async def renewed() -> bool:
+                return bool((await client.get(f"{LEASES}/sim-node-3"))["spec"]["renewTime"] != first)
+
+            await eventually(renewed, timeout=10)
+            await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "on-standalone"},
+                                       "spec": {"nodeName": "sim-node-3",
+                                                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+            await eventually(lambda: _is(_phase(client, "on-standalone"), "Running"), timeout=20)
+            said = (tmp_path / "nodes.err").read_text()
+            assert ("2 node names (sim-node-0, sim-node-1) taken by nodes it does not play: "
+                    "its 2 nodes are sim-node-2, sim-node-3") in said
+    finally:
+        if cli is not None and cli.poll() is None:
+            cli.kill()
+            cli.wait(10)
+        serve.proc.terminate()
+        serve.proc.wait(20)
