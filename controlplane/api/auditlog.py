@@ -166,7 +166,11 @@ class _RotatingFile:
             if self.compress:
                 for _, p in keep:
                     if p.suffix != ".gz" and p.exists():
-                        with p.open("rb") as src, gzip.open(p.with_name(p.name + ".gz"), "wb") as dst:
+                        # with the backup's mode (0600), as lumberjack's compressLogFile: not the umask's
+                        fd = os.open(p.with_name(p.name + ".gz"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                     p.stat().st_mode & 0o777)
+                        with p.open("rb") as src, os.fdopen(fd, "wb") as raw, \
+                                gzip.GzipFile(fileobj=raw, mode="wb") as dst:
                             shutil.copyfileobj(src, dst)
                         p.unlink()
         except OSError as e:

@@ -120,6 +120,8 @@ def test_rotation_removes_backups_older_than_maxage_and_compresses(tmp_path: Pat
     gz = [n for n in names if n.endswith(".log.gz")]
     assert len(gz) == 1 and gzip.decompress((tmp_path / gz[0]).read_bytes()) == b"123456789\n"
     assert path.read_bytes() == b"abcdefghi\n"
+    # the gzipped backup as private as the log it was (lumberjack keeps the mode), whatever the umask
+    assert (tmp_path / gz[0]).stat().st_mode & 0o777 == path.stat().st_mode & 0o777 == 0o600
 
 
 def test_a_line_longer_than_the_maximum_is_refused(tmp_path: Path) -> None:
