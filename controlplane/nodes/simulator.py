@@ -441,9 +441,15 @@ class NodeSimulator:
             self.bulk_renewals = self.config.lease_renewals and RENEWALS_PLURAL in served
             self.bulk_reports = self.config.bulk_status_reports and REPORTS_PLURAL in served
             names = self.own_node_names(self.config.count)
-            await self.create_nodes(names)
-            while not all(n in self.nodes for n in names):  # the watch has yet to bring some  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+            while True:
+                await self.create_nodes(names)
+                # the watch has yet to bring some; a name another simulator took between the list and our create
+                # (ours answered 409) is passed over as those it held before
+                while not all(n in self.nodes or self._taken(n) for n in names):  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+                if all(n in self.nodes for n in names):
+                    break
+                names = self.own_node_names(self.config.count)
             self._ready.set()
             await self._tick_loop()
         finally:
@@ -652,6 +658,11 @@ class NodeSimulator:
         return (meta.get("annotations") or {}).get(FAKE_NODE_ANNOTATION) == "fake" and (
             not self.selector.requirements or self.selector.matches(meta.get("labels")))
 
+    def _taken(self, name: str) -> bool:
+        """Whether a node this simulator does not play holds the name ``name``."""
+        node = self.node_informer.items.get(name)
+        return node is not None and not self._plays(node)
+
     def own_node_names(self, count: int) -> list[str]:
         """The names of the ``count`` nodes this simulator is to have: ``{prefix}0``, ``{prefix}1``, ..., passing
         over a name a node it does not play holds (another simulator's, under another
@@ -662,8 +673,7 @@ class NodeSimulator:
         i = 0
         while len(names) < count:
             name = f"{self.config.name_prefix}{i}"
-            node = self.node_informer.items.get(name)
-            (taken if node is not None and not self._plays(node) else names).append(name)
+            (taken if self._taken(name) else names).append(name)
             i += 1
         if taken:
             log.warning("node simulator: %d node name%s (%s) taken by nodes it does not play: its %d nodes are %s",

@@ -30,7 +30,8 @@ from typing import Any
 import httpx
 
 from controlplane.client import ApiError, Client, resource_path
-from tests.nodes.conftest import NODES, PODS, eventually
+from controlplane.nodes.simulator import NodeSimulator
+from tests.nodes.conftest import NODES, PODS, eventually, fast
 from tests.test_cli import start_serve
 from tests.test_metricsserver import metrics_url
 
@@ -212,5 +213,42 @@ async def test_a_standalone_simulator_beside_the_servers_under_another_selector_
         if cli is not None and cli.poll() is None:
             cli.kill()
             cli.wait(10)
+        serve.proc.terminate()
+        serve.proc.wait(20)
+
+
+async def test_a_name_another_simulator_takes_between_the_list_and_the_create_is_passed_over(tmp_path: Path) -> None:
+    """Two simulators started together under different selectors with the same prefix: the other's
+    node appears after this one listed the nodes and before its create (409). It is passed over as a
+    name held from the start is, and the simulator gets its nodes and starts (it waited for ever for a
+    node it would never play)."""
+
+    class Raced(NodeSimulator):
+        _raced = False
+
+        async def create_nodes(self, names: list[str]) -> None:
+            if not self._raced:
+                self._raced = True
+                await self.client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {
+                    "name": "sim-node-0", "labels": {"sim": "other"},
+                    "annotations": {"kwok.x-k8s.io/node": "fake"}}})
+            await super().create_nodes(names)
+
+    serve = start_serve(tmp_path)
+    try:
+        serve.wait_ready()
+        async with Client.from_kubeconfig(serve.kubeconfig) as client:
+            sim = Raced(client, fast(count=2, node_selector="sim=mine"))
+            task = asyncio.create_task(sim.run())
+            try:
+                await asyncio.wait_for(sim.ready(), 20)
+                assert set(sim.nodes) == {"sim-node-1", "sim-node-2"}
+                assert (await client.get(f"{NODES}/sim-node-0"))["metadata"]["labels"] == {"sim": "other"}
+                assert (await client.get(f"{NODES}/sim-node-2"))["metadata"]["labels"]["sim"] == "mine"
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    finally:
         serve.proc.terminate()
         serve.proc.wait(20)
