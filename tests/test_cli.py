@@ -1038,3 +1038,26 @@ def test_a_stop_signal_before_uvicorn_runs_is_not_lost(monkeypatch: pytest.Monke
     early.should_exit = False
     cli._ignore_signal(signal.SIGTERM, None)  # uvicorn's re-raise after a graceful stop: a no-op
     assert not early.should_exit
+
+
+@pytest.mark.parametrize("level", ["debug", "info"])
+def test_log_level_debug_logs_each_request(tmp_path: Path, level: str) -> None:
+    """docs/operations.md: ``--log-level debug`` also logs each request, as uvicorn's access log (its
+    own protocol logged them; this server's HTTP/1.1 protocol, the default since, logged none); at
+    ``info`` nothing per request."""
+    s = start_serve(tmp_path, tls=False, extra=("--log-level", level))
+    try:
+        s.wait_ready()
+        answer = httpx.get(f"{s.url}/api/v1/namespaces/default/pods", params={"labelSelector": 'a in (b)'})
+        assert answer.status_code == 200
+        httpx.get(f"{s.url}/api/v1/namespaces/nosuch/configmaps/x")
+    finally:
+        assert s.stop() == 0
+    logged = s.output()
+    lines = ('"GET /api/v1/namespaces/default/pods?labelSelector=a+in+%28b%29 HTTP/1.1" 200',
+             '"GET /api/v1/namespaces/nosuch/configmaps/x HTTP/1.1" 404')
+    if level == "debug":
+        for line in lines:
+            assert re.search(r"127\.0\.0\.1:\d+ - " + re.escape(line), logged), logged
+    else:
+        assert not any(line in logged for line in lines), logged

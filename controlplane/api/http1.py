@@ -106,6 +106,9 @@ CLIENT_CERT_SCOPE_KEY = "controlplane.client_cert"
 # scope key: the request's Exchange, for a stream's synchronous writes (``Exchange.send_now``): a watch
 # writes its events in the turn of the loop that fans them out, not in its task's next turn
 EXCHANGE_SCOPE_KEY = "controlplane.exchange"
+# uvicorn's access log (`serve --log-level debug` turns it on: uvicorn.Config(access_log=...) gives this
+# logger its handler, or none): a line per request, as uvicorn's own protocols write it
+ACCESS_LOG = logging.getLogger("uvicorn.access")
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _LAST_CHUNK = b"0\r\n\r\n"
 
@@ -352,6 +355,8 @@ class Exchange:
             self.proto.write(b"%x\r\n%s\r\n" % (len(body), body))
 
     def _start(self, status: int, headers: Any) -> None:
+        if self.proto.access_log:
+            self._log_access(status)
         if self.ws_head is not None:
             if status not in (101, 200):
                 raise RuntimeError(f"a websocket's response starts with 101, not {status}")
@@ -407,6 +412,14 @@ class Exchange:
         elif not self.disconnected:
             self.proto.write(head)
 
+    def _log_access(self, status: int) -> None:
+        """uvicorn's access log line: ``127.0.0.1:50312 - "GET /api/v1/pods?limit=500 HTTP/1.1" 200``."""
+        scope = self.scope
+        client = scope["client"]
+        target = scope["raw_path"] + (b"?" + scope["query_string"] if scope["query_string"] else b"")
+        ACCESS_LOG.info('%s - "%s %s HTTP/%s" %d', f"{client[0]}:{client[1]}" if client else "-", scope["method"],
+                        target.decode("latin-1").replace('"', "%22"), scope["http_version"], status)
+
     def fail(self, answer: bool = True) -> None:
         """The app ended without completing the response (or raised). Without ``answer`` (the
         server cut the request off as it stopped), the connection closes with no answer: a
@@ -435,6 +448,7 @@ class ServerProtocol(asyncio.Protocol):
         self.server_state = server_state
         self.app_state = app_state
         self.idle_timeout: float = config.timeout_keep_alive
+        self.access_log: bool = bool(getattr(config, "access_log", False)) and ACCESS_LOG.hasHandlers()
         self.root_path: str = config.root_path
         self.parser = _parser(self)
         self.transport: asyncio.Transport | None = None
