@@ -33,6 +33,7 @@ from ..registry.validation import (
     Findings,
     converter_error,
     decode_with_duplicates,
+    empty_collections,
     fill_zeros,
     go_type_error,
     may_have_duplicates,
@@ -213,7 +214,7 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     # null, makes none: the walk again cost a pod status merge patch 13 us)
     if found.nulls and rtype.custom is None and zero_nulls(found.nulls):
         again = shape.check(obj, count_keys=False, known=stored if body is None else None)
-        found.missing, found.unfilled = again.missing, again.unfilled
+        found.missing, found.unfilled, found.emptied = again.missing, again.unfilled, again.emptied
     if found.mismatched:
         path, given, expected = found.mismatched[0]
         if strategic is not None and rtype.custom is None:
@@ -246,6 +247,9 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         # the fields Go writes back whatever their value (no omitempty): a list item a
         # patch left without its name, ready or restartCount is read back with "", false, 0
         fill_zeros(found.unfilled)
+    if found.emptied and rtype.custom is None:
+        # ``args: []`` stored as protobuf reads back as a nil slice: left out, or null
+        empty_collections(found.emptied)
     _check_name(obj, name)
     _require(rtype, obj, found)
     return obj
@@ -376,8 +380,9 @@ def _json_type(value: Any) -> str:
 
 def fill_zero_values(rtype: ResourceType, obj: dict[str, Any], stored: dict[str, Any] | None) -> None:
     """Give ``obj`` (an object another path than ``check_object`` made: a server-side
-    apply's merge) the fields Go always writes, as ``check_object`` does; the parts equal
-    to ``stored``'s are not walked."""
+    apply's merge) the fields Go always writes, and its empty lists and maps the form
+    upstream stores them in, as ``check_object`` does; the parts equal to ``stored``'s are
+    not walked."""
     if rtype.custom is not None:
         return
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
@@ -386,6 +391,8 @@ def fill_zero_values(rtype: ResourceType, obj: dict[str, Any], stored: dict[str,
     found = shape.check(obj, count_keys=False, known=stored)
     if found.unfilled:
         fill_zeros(found.unfilled)
+    if found.emptied:
+        empty_collections(found.emptied)
 
 
 def unknown_fields(rtype: ResourceType, obj: dict[str, Any], paths: list[str]) -> None:

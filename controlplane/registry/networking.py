@@ -34,7 +34,6 @@ from .ipfields import (
     sloppy_network,
     strict_ip_problems,
 )
-from .podspec import null_when_empty
 from .podvalidation import dns_label_problems, labels_causes, subdomain_problems
 
 __all__ = ["load_balancer_ip_causes", "prepare_endpoint_slice", "prepare_ingress", "prepare_ingress_class",
@@ -250,9 +249,8 @@ def prepare_endpoint_slice(es: Obj, old: Obj | None) -> Causes:
     """``ValidateEndpointSlice``: an address type (fixed once created; the deprecated ``IP``
     taken only by an update), at most 1,000 endpoints of 1 to 100 addresses each, of that
     type (an IPv4 or IPv6 address clients can reach, or an FQDN), a DNS-label hostname,
-    topology labels; at most 100 ports, named by distinct DNS labels, with a protocol. No
-    endpoints or ports read back as null (Go's nil slices, written without ``omitempty``)."""
-    null_when_empty(es, "endpoints", "ports")
+    topology labels; at most 100 ports, named by distinct DNS labels, with a protocol. (No
+    endpoints or ports read back as null: ``validation.empty_collections``.)"""
     for port in es.get("ports") or ():
         if isinstance(port, dict):
             port.setdefault("protocol", "TCP")

@@ -34,15 +34,6 @@ def fill(d: dict[str, Any], key: str, value: Any) -> Any:
     return got
 
 
-def null_when_empty(d: dict[str, Any], *keys: str) -> None:
-    """The lists of ``keys`` that Go writes without ``omitempty`` (a Role's ``rules``), as
-    kube-apiserver reads them back: null when absent or empty, an empty list being stored as
-    protobuf's nothing, which decodes to a nil slice (in place)."""
-    for key in keys:
-        if d.get(key) == [] or key not in d:
-            d[key] = None
-
-
 _UNSET = (None, "")  # what ``fill`` replaces; inlined below, where every pod create passes
 
 

@@ -27,7 +27,6 @@ import orjson
 
 from .causes import Causes, cause, invalid, not_supported, required
 from .dnsnames import path_segment_problems
-from .podspec import null_when_empty
 from .podvalidation import label_selector_causes, subdomain_problems
 
 __all__ = ["GROUP", "prepare_cluster_role", "prepare_cluster_role_binding", "prepare_role", "prepare_role_binding"]
@@ -79,13 +78,11 @@ def _rules_causes(role: Obj, namespaced: bool) -> Causes:
 
 def prepare_role(role: Obj, old: Obj | None) -> Causes:
     """``ValidateRole``: its rules, none of them for non-resource URLs."""
-    null_when_empty(role, "rules")
     return _rules_causes(role, namespaced=True)
 
 
 def prepare_cluster_role(role: Obj, old: Obj | None) -> Causes:
     """``ValidateClusterRole``: its rules, and an aggregation rule's selectors (at least one)."""
-    null_when_empty(role, "rules")
     causes = _rules_causes(role, namespaced=False)
     aggregation = role.get("aggregationRule")
     if isinstance(aggregation, dict):

@@ -318,4 +318,8 @@ def prepare_resource_slice(slice_: Obj, old: Obj | None) -> Causes:
     causes += _node_selection(spec)
     if spec.get("sharedCounters") is not None and spec.get("devices") is not None:
         causes.append(invalid("spec", "", "only one of `sharedCounters` or `devices` is allowed"))
-    return causes + _devices(spec, old_spec) + _counter_sets(spec)
+    causes += _devices(spec, old_spec) + _counter_sets(spec)
+    for key in ("sharedCounters", "devices"):  # validated as sent (an empty list is one), stored as
+        if spec.get(key) == []:               # protobuf: nil, left out (validation.KEPT_EMPTY)
+            del spec[key]
+    return causes

@@ -49,9 +49,18 @@ derives from the missing ``omitempty``, checked against k8s.io/api's tags: see
 patch of ``{"containerStatuses": [{}]}`` stores ``name: ""``, ``ready: false``,
 ``restartCount: 0``, ``image: ""``, ``imageID: ""`` as kube-apiserver does (and the typed
 clients, which require them, can read the pod back). A plain ``metav1.Time`` field is a
-struct, which ``omitempty`` does not omit: ``Shape.null_times`` lists those of a struct
+struct, which ``omitempty`` does not omit: ``Shape.null_fields`` lists those of a struct
 (``_NULL_TIMES``), filled with null when absent (a pod condition's ``lastProbeTime: null``),
 their nulls kept where other nulls of a struct's fields are dropped.
+
+Empty lists and maps are stored as upstream stores them: as protobuf, where an empty repeated
+field or map is nothing, decoded back into a nil slice or map. A list or map field of a
+built-in struct sent empty (``args: []``, ``tolerations: []``, ``labels: {}``) is left out, as
+``omitempty`` writes a nil one, or, for the few fields without ``omitempty`` (``_NIL_WRITTEN``:
+a Role's ``rules``, an EndpointSlice's ``endpoints``), null; those are ``Shape.null_fields``
+too, null when absent. The walk notes the empty ones (``Findings.emptied``);
+``empty_collections`` settles them. An empty struct (``emptyDir: {}``, ``resources: {}``) is
+a value, kept.
 """
 
 from __future__ import annotations
@@ -81,6 +90,7 @@ __all__ = [
     "metadata_shape",
     "register_schema",
     "shape_of",
+    "empty_collections",
     "fill_zeros",
     "zero_nulls",
 ]
@@ -117,8 +127,8 @@ class Shape:
     cannot be decoded into the Go field (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("accepts", "bound", "expect", "fields", "go_type", "items", "null_fill", "null_times", "parse",
-                 "required", "struct", "values", "zeros")
+    __slots__ = ("accepts", "bound", "collections", "expect", "fields", "go_type", "items", "null_fields",
+                 "null_fill", "parse", "required", "struct", "values", "zeros")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -137,10 +147,14 @@ class Shape:
         # the scalar fields Go always writes (no ``omitempty``) and their zero values, for a
         # struct of a built-in type: ``fill_zeros``
         self.zeros: tuple[tuple[str, Any], ...] = ()
-        # the Time fields of such a struct that Go writes as null when zero (a struct, which
-        # ``omitempty`` does not omit): ``_NULL_TIMES``, ``fill_zeros``
-        self.null_times: tuple[str, ...] = ()
+        # the fields of such a struct that Go writes as null when zero: its Time fields (a
+        # struct, which ``omitempty`` does not omit: ``_NULL_TIMES``) and its lists and maps
+        # without ``omitempty`` (``_NIL_WRITTEN``); ``fill_zeros``, ``empty_collections``
+        self.null_fields: tuple[str, ...] = ()
         self.null_fill: tuple[tuple[str, None], ...] = ()  # (each of them, None): for ``fill_zeros``
+        # the list and map fields of such a struct: empty, they are nil once stored
+        # (``Findings.emptied``, ``empty_collections``)
+        self.collections: frozenset[str] = frozenset()
         # of a built-in type: the Go type Go's decoder names in its errors (``int32``,
         # ``[]v1.Container``, ``map[string]string``), and a struct's type name (``PodSpec``)
         self.go_type = ""
@@ -179,6 +193,9 @@ class Findings:
     # the structs that lack a field Go always writes: (the dict, its Shape's ``zeros``);
     # see ``fill_zeros``
     unfilled: list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = field(default_factory=list)
+    # the empty lists and maps of a built-in struct's fields: (the dict, the key, whether Go
+    # writes the field as null, else leaves it out); see ``empty_collections``
+    emptied: list[tuple[dict[str, Any], str, bool]] = field(default_factory=list)
 
 
 def _path(stack: list[str], last: str | None = None) -> str:
@@ -250,6 +267,9 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 found.problems.append(f'duplicate field "{_path(stack, k)}"')
             t = type(v)
             if t is dict or t is list:
+                if not v and k in shape.collections and t in sub.accepts:  # ([] for a map: a mismatch)
+                    found.emptied.append((value, k, k in shape.null_fields))
+                    continue
                 was = known_obj.get(k) if known_obj is not None else None
                 if was is not None and _as_stored(was, v):
                     continue  # as stored
@@ -260,7 +280,7 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             elif t not in sub.accepts:
                 found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[sub.expect or ""]))
             elif t is _NONE:
-                if k not in shape.null_times:  # (a zero Time Go writes back as null: kept)
+                if k not in shape.null_fields:  # (a zero Time, a nil list Go writes back as null: kept)
                     found.nulls.append((value, k, None))
             elif sub.parse is not None:
                 _parse(sub, value, k, v, found)
@@ -276,9 +296,9 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 if value.get(z[0]) is None:
                     found.unfilled.append((value, zeros))
                     break
-        null_times = shape.null_times
-        if null_times:
-            for k in null_times:
+        null_fields = shape.null_fields
+        if null_fields:
+            for k in null_fields:
                 if k not in value:
                     found.unfilled.append((value, shape.null_fill))
                     break
@@ -607,8 +627,12 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
                     shape.required = tuple(r for r in shape.required if r not in _ABSENT_ACCEPTED[name])
                 if name.startswith("io.k8s.") and shape.fields:
                     shape.zeros = _zero_fields(name, target, shape.fields)
-                    shape.null_times = tuple(f for f in _NULL_TIMES.get(name, ()) if f in shape.fields)
-                    shape.null_fill = tuple((f, None) for f in shape.null_times)
+                    kept = KEPT_EMPTY.get(name, ())
+                    shape.collections = frozenset(k for k, sub in shape.fields.items()
+                                                  if _collection(sub) and k not in kept)
+                    shape.null_fields = tuple(f for f in (*_NULL_TIMES.get(name, ()), *_NIL_WRITTEN.get(name, ()))
+                                              if f in shape.fields)
+                    shape.null_fill = tuple((f, None) for f in shape.null_fields)
             shape.parse = _PARSED.get(name)
             package, _, type_name = name.rpartition(".")
             shape.go_type = f"{package.rpartition('.')[2]}.{type_name}"
@@ -740,6 +764,84 @@ _NULL_TIMES: dict[str, tuple[str, ...]] = {
     "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceCondition": ("lastTransitionTime",),
     "io.k8s.apimachinery.pkg.apis.meta.v1.Condition": ("lastTransitionTime",),  # (no omitempty)
 }
+
+
+# The list and map fields of the built-in types without ``omitempty``, which Go writes as
+# null when nil: what an empty one sent as ``[]`` reads back as, once stored (protobuf has no
+# empty repeated field, so the stored object decodes to a nil slice), and an absent one too (a
+# Role's ``rules: null``). Every other list and map field of a built-in struct is
+# ``omitempty``: left out when empty. From the ``json`` tags of k8s.io/api and
+# apiextensions-apiserver (1.37), every such field of a served kind but the lists' ``items``.
+_NIL_WRITTEN: dict[str, tuple[str, ...]] = {
+    "io.k8s.api.core.v1.PodSpec": ("containers",),
+    "io.k8s.api.core.v1.NodeSelector": ("nodeSelectorTerms",),
+    "io.k8s.api.core.v1.TopologySelectorLabelRequirement": ("values",),
+    "io.k8s.api.core.v1.ProjectedVolumeSource": ("sources",),
+    "io.k8s.api.core.v1.RBDVolumeSource": ("monitors",),
+    "io.k8s.api.core.v1.RBDPersistentVolumeSource": ("monitors",),
+    "io.k8s.api.core.v1.CephFSVolumeSource": ("monitors",),
+    "io.k8s.api.core.v1.CephFSPersistentVolumeSource": ("monitors",),
+    "io.k8s.api.core.v1.PodExtendedResourceClaimStatus": ("requestMappings",),
+    "io.k8s.api.core.v1.ContainerImage": ("names",),
+    "io.k8s.api.core.v1.LimitRangeSpec": ("limits",),
+    "io.k8s.api.admissionregistration.v1.ValidatingWebhook": ("admissionReviewVersions",),
+    "io.k8s.api.admissionregistration.v1.MutatingWebhook": ("admissionReviewVersions",),
+    "io.k8s.api.authentication.v1.TokenRequestSpec": ("audiences",),
+    "io.k8s.api.authorization.v1.SubjectRulesReviewStatus": ("resourceRules", "nonResourceRules"),
+    "io.k8s.api.authorization.v1.ResourceRule": ("verbs",),
+    "io.k8s.api.authorization.v1.NonResourceRule": ("verbs",),
+    "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus": ("currentMetrics",),
+    "io.k8s.api.batch.v1.PodFailurePolicy": ("rules",),
+    "io.k8s.api.batch.v1.PodFailurePolicyOnExitCodesRequirement": ("values",),
+    "io.k8s.api.batch.v1.SuccessPolicy": ("rules",),
+    "io.k8s.api.discovery.v1.EndpointSlice": ("endpoints", "ports"),
+    "io.k8s.api.discovery.v1.Endpoint": ("addresses",),
+    "io.k8s.api.flowcontrol.v1.PolicyRulesWithSubjects": ("subjects",),
+    "io.k8s.api.flowcontrol.v1.ResourcePolicyRule": ("verbs", "apiGroups", "resources", "namespaces"),
+    "io.k8s.api.flowcontrol.v1.NonResourcePolicyRule": ("verbs", "nonResourceURLs"),
+    "io.k8s.api.networking.v1.HTTPIngressRuleValue": ("paths",),
+    "io.k8s.api.rbac.v1.PolicyRule": ("verbs",),
+    "io.k8s.api.rbac.v1.Role": ("rules",),
+    "io.k8s.api.rbac.v1.ClusterRole": ("rules",),
+    "io.k8s.api.resource.v1.DeviceClaim": ("requests",),
+    "io.k8s.api.resource.v1.AllocatedDeviceStatus": ("conditions",),
+    "io.k8s.api.scheduling.v1beta1.WorkloadSpec": ("podGroupTemplates",),
+    "io.k8s.api.storage.v1.CSINodeSpec": ("drivers",),
+    "io.k8s.api.storage.v1.CSINodeDriver": ("topologyKeys",),
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec": ("versions",),
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookConversion": ("conversionReviewVersions",),
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus":
+        ("conditions", "storedVersions"),
+}
+
+
+# The ``omitempty`` lists of the built-in types whose upstream validation tells an empty one
+# from none (a ResourceSlice's ``spec.sharedCounters != nil && spec.Devices != nil``): kept as
+# sent through validation, then dropped when empty by their strategy (registry/resourceslices.py)
+KEPT_EMPTY: dict[str, tuple[str, ...]] = {
+    "io.k8s.api.resource.v1.ResourceSliceSpec": ("sharedCounters", "devices"),
+}
+
+
+def _collection(shape: Shape) -> bool:
+    """Whether a field of this shape is a Go slice or map (not a struct, not opaque JSON)."""
+    return shape.expect == "array" or (shape.fields is None and shape.values is not None)
+
+
+def empty_collections(emptied: list[tuple[dict[str, Any], str, bool]]) -> None:
+    """The empty lists and maps ``Shape.check`` found in a built-in object's structs
+    (``Findings.emptied``) as kube-apiserver reads them back: null where Go writes the field
+    without ``omitempty`` (``_NIL_WRITTEN``), else left out (in place). Upstream stores the
+    built-in kinds as protobuf, which has no empty repeated field or map, so ``args: []`` or
+    ``labels: {}`` is a nil slice or map once stored, and in the create's response (decoded
+    from the bytes written). Not for custom resources: stored as JSON, they keep ``[]``."""
+    for obj, key, null in emptied:
+        if obj.get(key):  # (no longer empty: not what the walk saw)
+            continue
+        if null:
+            obj[key] = None
+        else:
+            obj.pop(key, None)
 
 
 def _zero_fields(name: str, node: Schema, fields: dict[str, Shape]) -> tuple[tuple[str, Any], ...]:

@@ -1,0 +1,98 @@
+"""Empty lists and maps of the built-in kinds, as kube-apiserver reads them back from its
+protobuf storage (``registry/validation.py``: ``Findings.emptied``, ``empty_collections``):
+left out where the Go field is ``omitempty``, null where it is not (``_NIL_WRITTEN``)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from controlplane.registry.schema import definitions, type_of
+from controlplane.registry.validation import _NIL_WRITTEN, empty_collections, fill_zeros, shape_of
+
+
+def _decoded(group: str, version: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the write path leaves it: the walk's zeros filled, its empties settled."""
+    shape = shape_of(group, version, kind)
+    assert shape is not None
+    found = shape.check(obj)
+    assert not found.mismatched and not found.problems
+    fill_zeros(found.unfilled)
+    empty_collections(found.emptied)
+    return obj
+
+
+def test_omitempty_lists_and_maps_sent_empty_are_left_out() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {}, "annotations": {}},
+           "spec": {"containers": [{"name": "c", "image": "x", "args": [], "command": [], "env": [], "ports": [],
+                                    "volumeMounts": [], "resources": {"limits": {}, "requests": {}}}],
+                    "tolerations": [], "volumes": [], "nodeSelector": {}, "initContainers": [],
+                    "imagePullSecrets": []}}
+    assert _decoded("", "v1", "Pod", pod) == {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {}}]}}
+
+
+def test_empty_structs_are_values_and_kept() -> None:
+    spec = {"containers": [{"name": "c", "image": "x", "resources": {}, "securityContext": {}}],
+            "securityContext": {}, "volumes": [{"name": "v", "emptyDir": {}}], "affinity": {}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": copy.deepcopy(spec)}
+    assert _decoded("", "v1", "Pod", pod)["spec"] == spec
+
+
+def test_lists_without_omitempty_read_back_null_empty_absent_or_null() -> None:
+    empty = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"}, "rules": []}
+    absent = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"}}
+    null = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r"}, "rules": None}
+    for role in (empty, absent, null):
+        assert _decoded("rbac.authorization.k8s.io", "v1", "Role", role)["rules"] is None
+    slice_ = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "s"},
+              "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {}}]}
+    got = _decoded("discovery.k8s.io", "v1", "EndpointSlice", slice_)
+    assert got["ports"] is None and got["endpoints"] == [{"addresses": ["10.0.0.1"], "conditions": {}}]
+
+
+def test_nested_fields_without_omitempty_only_in_structs_that_are_there() -> None:
+    """A projected volume's ``sources: []`` is null; a pod without a projected volume gets none."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "x"}],
+                    "volumes": [{"name": "v", "projected": {"sources": []}}, {"name": "w", "emptyDir": {}}]}}
+    assert _decoded("", "v1", "Pod", pod)["spec"]["volumes"] == [
+        {"name": "v", "projected": {"sources": None}}, {"name": "w", "emptyDir": {}}]
+
+
+def test_a_template_is_decoded_as_a_pod_is() -> None:
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+              "spec": {"selector": {"matchLabels": {"app": "d"}, "matchExpressions": []},
+                       "template": {"metadata": {"labels": {"app": "d"}, "annotations": {}},
+                                    "spec": {"containers": [{"name": "c", "image": "x", "args": []}],
+                                             "tolerations": []}}}}
+    assert _decoded("apps", "v1", "Deployment", deploy)["spec"] == {
+        "selector": {"matchLabels": {"app": "d"}},
+        "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}
+
+
+def test_items_of_a_list_and_values_of_a_map_are_not_fields() -> None:
+    """Only struct fields are omitted: an empty string in a list, an empty value of a map stay."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": ""}}, "data": {"k": ""}}
+    assert _decoded("", "v1", "ConfigMap", copy.deepcopy(cm)) == cm
+
+
+def test_an_empty_value_of_the_wrong_type_is_still_a_mismatch() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    found = shape.check({"metadata": {"labels": []}, "spec": {"tolerations": {}}})
+    assert found.mismatched == [("metadata.labels", "array", "object"), ("spec.tolerations", "object", "array")]
+    assert found.emptied == []
+
+
+def test_every_field_of_the_table_is_a_list_or_map_of_its_definition() -> None:
+    defs = definitions()
+    for name, fields in _NIL_WRITTEN.items():
+        node = defs.defs.get(name)
+        assert node is not None, name
+        for f in fields:
+            prop = node.get("properties", {}).get(f)
+            assert prop is not None, (name, f)
+            target = defs.resolve(prop) if "$ref" in prop else prop
+            assert type_of(target) == "array" or "additionalProperties" in target, (name, f)
