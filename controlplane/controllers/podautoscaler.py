@@ -349,8 +349,9 @@ class PodAutoscaler:
         generation = meta_of(hpa).get("generation")
         if generation is not None:
             status["observedGeneration"] = generation
-        if metrics:
-            status["currentMetrics"] = metrics
+        # (no omitempty upstream: none is null, as the stored status has it, so that an unchanged
+        # status compares equal: registry/validation.py, _NIL_WRITTEN)
+        status["currentMetrics"] = metrics or None
         last = _now() if rescaled else old.get("lastScaleTime")
         if last:
             status["lastScaleTime"] = last
