@@ -66,10 +66,18 @@ def field_changed(name, namespace, old, new, patch, **_):
     patch.status["field"] = {{"old": old, "new": new}}
 
 
+# Idempotent, as kopf asks of its handlers: it may run one again after it succeeded. It does when
+# the object's timer is mid-tick as its deletion begins (nolar/kopf#882): the handler succeeds and
+# kopf forgets that, but keeps the finalizer until the timer has stopped; the tick's status patch
+# then shows it the object still finalized and it runs the handler again.
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def say_farewell(name, namespace, **_):
-    kubernetes.client.CoreV1Api().create_namespaced_config_map(
-        namespace, {{"metadata": {{"name": name + "-farewell"}}}})
+    try:
+        kubernetes.client.CoreV1Api().create_namespaced_config_map(
+            namespace, {{"metadata": {{"name": name + "-farewell"}}}})
+    except kubernetes.client.exceptions.ApiException as e:
+        if e.status != 409:  # AlreadyExists: an earlier run made it
+            raise
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=1)
