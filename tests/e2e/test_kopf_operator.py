@@ -47,6 +47,11 @@ GROUP, VERSION, PLURAL = {GROUP!r}, {VERSION!r}, {PLURAL!r}
 def configure(settings: kopf.OperatorSettings, **_):
     settings.persistence.finalizer = {FINALIZER!r}
     settings.watching.server_timeout = 30
+    # A timer mid-tick when kopf stops (or its object's deletion begins) is waited for, up to
+    # this; by default kopf gives it a few loop cycles only, and on a loaded machine its tick
+    # (a thread, then a status patch) takes longer: at exit kopf then warns that it left the
+    # timer orphaned.
+    settings.background.instant_exit_timeout = 5.0
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)
