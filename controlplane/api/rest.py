@@ -198,7 +198,7 @@ from .runtimeclass import RuntimeClassAdmission
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .serviceaccount import ServiceAccountAdmission
 from .stored import metadata_first as _metadata_first
-from .stored import with_resource_version, without_resource_version
+from .stored import omit_empty, with_resource_version, without_resource_version
 from .streaming import STREAMING_SUBRESOURCES, Undialled, connect_options, needs_create, switched, translated_key
 from .streaming import refusal as streaming_refusal
 from .tables import as_table
@@ -1726,13 +1726,18 @@ class KubeApi:
 
     async def _finish(self, rtype: ResourceType, key: bytes, name: str, obj: dict[str, Any],
                       expected: int) -> dict[str, Any]:
-        """The last finalizer of a deleting object is gone: delete it."""
+        """The last finalizer of a deleting object is gone: delete it. The answer is the written
+        object, as upstream's ``deleteWithoutFinalizers`` returns the update's: at the revision
+        it was written over (``expected``), its emptied collections left out as Go encodes
+        them; the deletion's own revision is the DELETED event's, whose object is the last
+        stored (finalizers and all)."""
         try:
             rev = await self.store.delete(key, expected)
         except store.Conflict as e:
             raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                     "the latest version and try again") from e
-        obj["metadata"]["resourceVersion"] = str(rev)
+        omit_empty(obj["metadata"])
+        obj["metadata"]["resourceVersion"] = str(expected)
         if self._allocates(rtype):
             namespace = obj["metadata"].get("namespace") or ""
             await self.allocations.release(namespace, name, self.allocations.held(obj), None)

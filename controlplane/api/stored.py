@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["metadata_first", "served_form", "with_resource_version", "without_resource_version"]
+__all__ = ["metadata_first", "omit_empty", "served_form", "with_resource_version", "without_resource_version"]
 
 _META_KEY = b'"metadata":{'
 _META_LEN = len(_META_KEY)
@@ -29,14 +29,19 @@ def metadata_first(obj: dict[str, Any]) -> dict[str, Any]:
     order), so the first ``"metadata":{`` of its JSON is its own (see ``with_resource_version``);
     its metadata's empty collections dropped (in place), as Go's encoding drops them."""
     meta = obj["metadata"]
-    for field in _OMITTED_WHEN_EMPTY:
-        if field in meta and not meta[field]:
-            del meta[field]
+    omit_empty(meta)
     first = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": meta}
     if list(obj)[:3] == list(first):
         return obj
     first.update((k, v) for k, v in obj.items() if k not in first)
     return first
+
+
+def omit_empty(meta: dict[str, Any]) -> None:
+    """``meta`` (an object's metadata) without its empty (or null) collections, in place."""
+    for field in _OMITTED_WHEN_EMPTY:
+        if field in meta and not meta[field]:
+            del meta[field]
 
 
 def with_resource_version(stored: bytes, revision: int) -> bytes:
