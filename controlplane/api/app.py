@@ -45,6 +45,7 @@ from ..components import enabled, installed_crds
 from ..components import start as start_components
 from ..config import Config
 from ..gcsettings import settle_heap
+from ..heap import release_free_heap
 from ..identities import CONTROLLER_MANAGER, TOKEN_PREFIX, Identities, admin_tokens, identity_key
 from ..leaderelection import identity, run_elected
 from ..metrics import (
@@ -674,6 +675,9 @@ def create_app(config: Config) -> FastAPI:
                 def compacted(revision: int) -> None:  # the caches' snapshots from before it go
                     if state.caches is not None:
                         state.caches.compacted(revision)
+                    # and the C heap's free pages back to the system, off the loop (heap.py: a long
+                    # run's heap fragments, its free part growing by MBs a minute)
+                    asyncio.get_running_loop().run_in_executor(None, release_free_heap)
                 state._tasks.append(asyncio.create_task(run_compactor(s, config.compaction_interval, compacted),
                                                         name="store-compactor"))
             # the schemas (~0.7 s to load) are used by every write's managedFields: load them before serving
