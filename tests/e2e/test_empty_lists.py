@@ -7,14 +7,12 @@ JSON, keeps its ``[]`` (``registry/validation.py``: ``empty_collections``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from tests.e2e.test_kubectl import kubectl
-from tests.test_cli import Serve, running, start_serve
+from tests.test_cli import Serve
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "empty", "labels": {}, "annotations": {}},
        "spec": {"containers": [{"name": "c", "image": "nginx:1.27", "args": [], "command": [], "env": [],
@@ -36,21 +34,6 @@ spec:
       tolerations: []
       volumes: []
 """
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    with running(start_serve(tmp_path_factory.mktemp("empty"))) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def api(served: Serve) -> Iterator[client.ApiClient]:
-    c = config.new_client_from_config(config_file=str(served.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _get(served: Serve, *args: str) -> Any:
