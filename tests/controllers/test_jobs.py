@@ -294,9 +294,13 @@ async def test_a_fail_job_rule_fails_the_job_at_once(client: Client) -> None:
     assert await pods_of(c, "fatal") == []  # the other one was deleted, none replaced
     status = (await c.get(f"{JOBS}/fatal"))["status"]
     assert status["failed"] == 2 and "active" not in status  # the deleted one counted too, as upstream
-    events = (await c.list("/api/v1/namespaces/default/events"))["items"]
-    assert any(e["reason"] == "PodFailurePolicy" and e["message"] == message and e["type"] == "Warning"
-               for e in events)
+
+    async def warned() -> bool:  # (the controller's event recorder writes after the status: wait for it)
+        events = (await c.list("/api/v1/namespaces/default/events"))["items"]
+        return any(e["reason"] == "PodFailurePolicy" and e["message"] == message and e["type"] == "Warning"
+                   for e in events)
+
+    assert await until(warned)
 
 
 async def test_an_ignore_rule_does_not_count_against_the_backoff_limit(client: Client) -> None:
