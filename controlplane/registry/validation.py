@@ -127,7 +127,8 @@ class Shape:
     cannot be decoded into the Go field (a 400 whatever ``fieldValidation``).
     """
 
-    __slots__ = ("accepts", "bound", "collections", "expect", "fields", "go_type", "items", "null_fields",
+    __slots__ = ("accepts", "bound", "collections", "empty_missing", "expect", "fields", "go_type", "items",
+                 "null_fields",
                  "null_fill", "parse", "required", "struct", "values", "zeros")
 
     def __init__(self) -> None:
@@ -155,6 +156,8 @@ class Shape:
         # the list and map fields of such a struct: empty, they are nil once stored
         # (``Findings.emptied``, ``empty_collections``)
         self.collections: frozenset[str] = frozenset()
+        # the required ones of those that are missing when empty too (``_EMPTY_REQUIRED``)
+        self.empty_missing: frozenset[str] = frozenset()
         # of a built-in type: the Go type Go's decoder names in its errors (``int32``,
         # ``[]v1.Container``, ``map[string]string``), and a struct's type name (``PodSpec``)
         self.go_type = ""
@@ -288,7 +291,8 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                 _bounded(sub.bound, v, _path(stack, k), found)
         if required and shape.required:
             for r in shape.required:
-                if value.get(r) is None:
+                v = value.get(r)
+                if v is None or (not v and r in shape.empty_missing and isinstance(v, (list, dict))):
                     found.missing.append(_path(stack, r))
         zeros = shape.zeros
         if zeros:
@@ -630,6 +634,7 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
                     kept = KEPT_EMPTY.get(name, ())
                     shape.collections = frozenset(k for k, sub in shape.fields.items()
                                                   if _collection(sub) and k not in kept)
+                    shape.empty_missing = frozenset(f for f in _EMPTY_REQUIRED.get(name, ()) if f in shape.required)
                     shape.null_fields = tuple(f for f in (*_NULL_TIMES.get(name, ()), *_NIL_WRITTEN.get(name, ()))
                                               if f in shape.fields)
                     shape.null_fill = tuple((f, None) for f in shape.null_fields)
@@ -699,6 +704,10 @@ _ABSENT_ACCEPTED: dict[str, frozenset[str]] = {
     "io.k8s.api.storage.v1.CSINodeSpec": frozenset({"drivers"}),
     "io.k8s.api.core.v1.ContainerRestartRule": frozenset({"action"}),
     "io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes": frozenset({"operator"}),
+    # lists whose validation only walks them: none, or an empty one, is valid (ValidateLimitRange,
+    # validatePodFailurePolicy)
+    "io.k8s.api.core.v1.LimitRangeSpec": frozenset({"limits"}),
+    "io.k8s.api.batch.v1.PodFailurePolicy": frozenset({"rules"}),
     # an admission policy's, in validateValidatingAdmissionPolicySpec's order and words
     # (``expression is not specified``, ``at least one validation action is required``)
     "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": frozenset(
@@ -812,6 +821,20 @@ _NIL_WRITTEN: dict[str, tuple[str, ...]] = {
     "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookConversion": ("conversionReviewVersions",),
     "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus":
         ("conditions", "storedVersions"),
+}
+
+
+# The required lists and maps whose upstream validation refuses an empty one as it refuses none,
+# in the words of the missing field here (``field.Required(path, "")``), and which no validation
+# of this server's checks: empty, each is nil once stored (``Findings.emptied``), so one taken
+# would be stored as an object its next update refuses. (Those with a hand-written check, a
+# PodSpec's ``containers`` or a PolicyRule's ``verbs``, are worded by it.)
+_EMPTY_REQUIRED: dict[str, tuple[str, ...]] = {
+    "io.k8s.api.core.v1.TopologySelectorLabelRequirement": ("values",),  # validateTopologySelectorLabelRequirement
+    "io.k8s.api.core.v1.RBDVolumeSource": ("monitors",),  # validateRBDVolumeSource
+    "io.k8s.api.core.v1.RBDPersistentVolumeSource": ("monitors",),
+    "io.k8s.api.core.v1.CephFSVolumeSource": ("monitors",),  # validateCephFSVolumeSource
+    "io.k8s.api.core.v1.CephFSPersistentVolumeSource": ("monitors",),
 }
 
 

@@ -7,8 +7,10 @@ JSON, keeps its ``[]`` (``registry/validation.py``: ``empty_collections``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.e2e.test_kubectl import kubectl
@@ -106,3 +108,45 @@ def test_a_custom_resource_keeps_its_empty_lists(served: Serve) -> None:
     created = json.loads(kubectl(served, "create", "-f", "-", "-o", "json", stdin=json.dumps(gizmo)))
     assert created["spec"] == {"args": []}
     assert _get(served, "gizmo", "g")["spec"] == {"args": []}
+
+
+def test_an_empty_required_list_is_refused_as_missing_never_stored_unupdatable(api: client.ApiClient) -> None:
+    # Empty, these lists are nil once stored: taken, each object would be refused by its own
+    # next update (``values: Required value``). Upstream's validation refuses them empty too.
+    storage, core = client.StorageV1Api(api), client.CoreV1Api(api)
+    sc: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "zones"},
+          "provisioner": "example.com/x",
+          "allowedTopologies": [{"matchLabelExpressions": [{"key": "zone", "values": []}]}]}
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rbd"},
+           "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}],
+                    "volumes": [{"name": "v", "rbd": {"monitors": [], "image": "i"}}]}}
+    cases: tuple[tuple[Callable[[Any], Any], dict[str, Any], str], ...] = (
+        (storage.create_storage_class, sc, "allowedTopologies[0].matchLabelExpressions[0].values"),
+        (lambda b: core.create_namespaced_pod("default", b), pod, "spec.volumes[0].rbd.monitors"))
+    for create, body, cause in cases:
+        with pytest.raises(client.ApiException) as refused:
+            create(body)
+        status = json.loads(refused.value.body)
+        assert refused.value.status == 422 and status["reason"] == "Invalid", refused.value.body
+        assert status["details"]["causes"] == [
+            {"reason": "FieldValueRequired", "message": "Required value", "field": cause}]
+
+
+def test_an_empty_list_upstream_takes_is_stored_so_that_it_can_be_replaced(served: Serve) -> None:
+    # A LimitRange's ``limits`` and a pod failure policy's ``rules``: upstream's validation only
+    # walks them, so none or an empty one is valid, and the stored null must pass again.
+    limits: dict[str, Any] = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "none"},
+                              "spec": {"limits": []}}
+    job: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "nothing-fails"},
+           "spec": {"suspend": True, "podFailurePolicy": {"rules": []}, "template": {"spec": {
+               "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}
+    for body, kind, read, written in ((limits, "limitrange", lambda o: o["spec"], {"limits": None}),
+                                      (job, "job", lambda o: o["spec"]["podFailurePolicy"], {"rules": None})):
+        kubectl(served, "create", "-f", "-", stdin=json.dumps(body))
+        stored = _get(served, kind, body["metadata"]["name"])
+        assert read(stored) == written  # (no omitempty: Go writes the nil list as null)
+        stored["metadata"].setdefault("labels", {})["replaced"] = "yes"
+        kubectl(served, "replace", "-f", "-", stdin=json.dumps(stored))  # a PUT of what was read
+        assert _get(served, kind, body["metadata"]["name"])["metadata"]["labels"]["replaced"] == "yes"
+    no_spec = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "no-limits"}, "spec": {}}
+    kubectl(served, "create", "-f", "-", stdin=json.dumps(no_spec))
