@@ -1414,12 +1414,12 @@ class KubeApi:
                 obj = _split_status(rtype, subresource, old, obj)
                 if manager is not None:
                     managedfields.record_write(rtype, old, obj, manager, subresource)
-                meta = obj["metadata"]
-                if _finalized(meta) and rtype is not self._namespaces:
-                    return await self._finish(rtype, key, name, obj, current.mod_revision)
                 write = await self._update_admission(rtype, namespace, name, obj, old, subresource)
                 try:
                     await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
+                    if self._deletes(rtype, obj):
+                        await self._aborted(write)  # (deleted: _finish releases what it held)
+                        return await self._finish(rtype, key, name, obj, current.mod_revision)
                     if obj == old:  # an update that changes nothing writes nothing, as upstream
                         await self._aborted(write)
                         if cached:
@@ -1505,14 +1505,6 @@ class KubeApi:
                     managedfields.record_write(rtype, old, obj, manager, subresource)
                 meta = obj["metadata"]
                 meta.pop("resourceVersion", None)  # checked above: stored objects carry none
-                if _finalized(meta) and rtype is not self._namespaces:
-                    meta["name"] = name
-                    try:
-                        return await self._finish(rtype, key, name, obj, current.mod_revision)
-                    except ApiError as e:
-                        if e.code != 409:
-                            raise
-                        continue  # another write came first (a kubelet's status): patch that version
                 meta["name"] = name
                 if rtype.namespaced:
                     meta["namespace"] = namespace
@@ -1520,6 +1512,14 @@ class KubeApi:
                 write = await self._update_admission(rtype, namespace, name, obj, old, subresource)
                 try:
                     await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
+                    if self._deletes(rtype, obj):
+                        await self._aborted(write)  # (deleted: _finish releases what it held)
+                        try:
+                            return await self._finish(rtype, key, name, obj, current.mod_revision)
+                        except ApiError as e:
+                            if e.code != 409:
+                                raise
+                            continue  # another write came first (a kubelet's status): patch that version
                     if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
                         await self._aborted(write)
                         if cached:
@@ -1608,7 +1608,7 @@ class KubeApi:
                 if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
                     await self._aborted(write)
                     return _object(current.value, current.mod_revision), False
-                if _finalized(meta) and rtype is not self._namespaces:
+                if self._deletes(rtype, obj):
                     await self._aborted(write)  # (deleted: _finish releases what it held)
                     return await self._finish(rtype, key, name, obj, current.mod_revision), False
                 written = await self._replace(rtype, key, name, obj, current.mod_revision, old)
@@ -1723,6 +1723,15 @@ class KubeApi:
                 self.gc.gone(rtype, obj, rev)
             return Gone(_object(current.value, rev))
         raise ApiError.conflict(rtype, name, "the object kept changing while being deleted; try again")
+
+    def _deletes(self, rtype: ResourceType, obj: dict[str, Any]) -> bool:
+        """An update, patch or apply, admitted and valid, that leaves a deleting object with no
+        finalizer (``_finalized``) deletes it rather than writing it (``_finish``). Asked only
+        after validating admission, as upstream's ``Store.Update`` asks ShouldDeleteDuringUpdate:
+        a webhook or policy that refuses the update keeps the object and its finalizers, and a
+        mutating one may put a finalizer back. (A namespace also waits for its spec's finalizers:
+        ``_store_namespace``.)"""
+        return _finalized(obj["metadata"]) and rtype is not self._namespaces
 
     async def _finish(self, rtype: ResourceType, key: bytes, name: str, obj: dict[str, Any],
                       expected: int) -> dict[str, Any]:
