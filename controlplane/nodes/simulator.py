@@ -235,8 +235,9 @@ class _Node:
 
 
 class _Pod:
-    __slots__ = ("backoff", "backoff_at", "ephemeral", "ephemeral_pulls", "exit", "exit_run", "exit_target", "finished",
-                 "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "stopping", "uid", "wrote_creating")
+    __slots__ = ("backoff", "backoff_at", "deletion_seen", "ephemeral", "ephemeral_pulls", "exit", "exit_run",
+                 "exit_target", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "stopping",
+                 "uid", "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
         self.uid = uid
@@ -252,6 +253,12 @@ class _Pod:
         self.wrote_creating = False
         self.started = False
         self.stopping = False  # its graceful deletion seen (its containers' Killing events recorded)
+        # when this kubelet saw the pod's deletion begin (monotonic; a dead one sees nothing), from
+        # which it counts the grace period, as the kubelet does (the deletionTimestamp has whole
+        # seconds: up to one early); 0.0 for a pod already being deleted when first seen (after a
+        # restart of the simulator), whose grace period ends at its deletionTimestamp; None while
+        # not deleted
+        self.deletion_seen: float | None = None
         self.ephemeral: frozenset[str] = _NO_EPHEMERAL  # ephemeral containers whose status is written
         # the ephemeral containers whose image is being pulled: when each pull began, the image, the pull
         self.ephemeral_pulls: dict[str, tuple[float, Image, Pull]] | None = None
@@ -1286,6 +1293,8 @@ class NodeSimulator:
                 self._pulls.pop(key, None)
                 self._release(st)
             st = self.pods[key] = untracked(_Pod(uid, node_name, time.monotonic()))  # (as its node's)
+            if meta.get("deletionTimestamp"):
+                st.deletion_seen = 0.0
             ip = (pod.get("status") or {}).get("podIP")
             if ip and not spec.get("hostNetwork") and (_terminal(pod) or node.pod_ips.occupy(ip)):
                 st.ip = ip
@@ -1302,6 +1311,8 @@ class NodeSimulator:
         if self.builtin_stages and key not in self._readying and _unreadied(pod):
             self._readying.add(key)
             self._write(lambda: self._ready_again_now(key), POD, retry=True)
+        if st.deletion_seen is None and meta.get("deletionTimestamp"):
+            st.deletion_seen = time.monotonic()
         if self.pod_events is not None and not st.stopping and (pod.get("metadata") or {}).get("deletionTimestamp"):
             st.stopping = True
             self._pulls.pop(key, None)
@@ -1331,11 +1342,26 @@ class NodeSimulator:
         st.gen += 1
         st.stage = stage.name
         delay = stage.delay.seconds(pod, datetime.now(UTC), self.rng) if stage.delay else 0.0
+        if self.builtin_stages and stage.delay and st.deletion_seen:
+            delay = max(delay, self._grace_left(st, meta))
         if delay <= 0:
             gen = st.gen
             self._write(lambda: self._run_stage(key, gen), POD)
         else:
             self.wheel.schedule(time.monotonic() + delay, ("pod", key, st.gen))
+
+    @staticmethod
+    def _grace_left(st: _Pod, meta: dict[str, Any]) -> float:
+        """Seconds left of the grace period of a pod whose deletion this kubelet saw begin,
+        counted from then, as the kubelet counts ``deletionGracePeriodSeconds`` from when it
+        starts to kill the pod. The built-in stages that wait for a deleted pod (``pod-delete``,
+        ``pod-terminate``) wait at least that long; their delay, KWOK's (and a user stage
+        file's), runs until the ``deletionTimestamp``, whose whole seconds may end it up to a
+        second early."""
+        grace = meta.get("deletionGracePeriodSeconds")
+        if not isinstance(grace, int) or st.deletion_seen is None:
+            return 0.0
+        return st.deletion_seen + grace - time.monotonic()
 
     def _start_ephemeral(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> bool:
         """A running pod's new ephemeral containers (``kubectl debug``), as a kubelet starts
