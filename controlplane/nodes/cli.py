@@ -144,16 +144,27 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             sock.close()
 
 
-def _say_what_it_plays(server: str, args: argparse.Namespace) -> None:
-    """One line at the start: it prints nothing else while all goes well."""
+def _say_what_it_plays(server: str, args: argparse.Namespace, names: list[str]) -> None:
+    """One line at the start, once the simulator knows the names of the nodes it creates (those
+    nodes it does not play hold passed over): it prints nothing else while all goes well."""
     import logging
 
-    names = f"{args.name_prefix}0" + (f"..{args.name_prefix}{args.count - 1}" if args.count > 1 else "")
-    made = f"creating {args.count} node{'s' if args.count > 1 else ''} ({names}), " if args.count else ""
+    count = len(names)
+    made = f"creating {count} node{'s' if count > 1 else ''} ({_span(args.name_prefix, names)}), " if count else ""
     which = (f" labelled {args.manage_nodes_with_label_selector}" if args.manage_nodes_with_label_selector else "")
     logging.getLogger("controlplane.nodes").info(
         "controlplane nodes: against %s: %splaying the kubelet of every node annotated kwok.x-k8s.io/node: fake%s; "
         "Ctrl-C stops it", server, made, which)
+
+
+def _span(prefix: str, names: list[str]) -> str:
+    """Node names ``{prefix}{index}`` as the start line gives them: ``sim-node-0..sim-node-4``
+    for a run of consecutive indexes, else each of up to four, or the first and the last."""
+    first, last = names[0], names[-1]
+    start = int(first[len(prefix):])
+    if names == [f"{prefix}{i}" for i in range(start, start + len(names))]:
+        return first if len(names) == 1 else f"{first}..{last}"
+    return ", ".join(names) if len(names) <= 4 else f"{first}, ..., {last}"
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -161,6 +172,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) -> int:
+    import asyncio
+
     from ..client import ApiError, Client, KubeconfigError
     from ..metrics import NODES_METRICS, component_registry
 
@@ -205,10 +218,18 @@ async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) 
         except (OSError, ValueError, StageError) as e:
             print(f"controlplane nodes: error: {e}", file=sys.stderr)
             return 1
-        _say_what_it_plays(str(client.http.base_url).rstrip("/"), args)
-        async with serving("controlplane nodes", metrics_socket, component_registry(NODES_METRICS),
-                           sim.synced):
-            await sim.run()
+        server = str(client.http.base_url).rstrip("/")
+
+        async def say_what_it_plays() -> None:
+            _say_what_it_plays(server, args, await sim.named())
+
+        saying = asyncio.create_task(say_what_it_plays())
+        try:
+            async with serving("controlplane nodes", metrics_socket, component_registry(NODES_METRICS),
+                               sim.synced):
+                await sim.run()
+        finally:
+            saying.cancel()
         return 0
     finally:
         await client.aclose()

@@ -364,6 +364,9 @@ class NodeSimulator:
         self._writes: asyncio.PriorityQueue[tuple[int, int, Callable[[], Awaitable[None]]]] = asyncio.PriorityQueue()
         self._seq = 0
         self._ready = asyncio.Event()
+        # the names of the nodes it creates (``own_node_names``), once the node informer has listed
+        self.node_names: list[str] | None = None
+        self._named = asyncio.Event()
         self.node_informer = client.informer(resource_path("", "v1", "nodes"), on_add=self._node_seen,
                                              on_update=lambda _old, new: self._node_seen(new),
                                              on_delete=self._node_gone)
@@ -447,7 +450,8 @@ class NodeSimulator:
             served = await self._served_bulk()
             self.bulk_renewals = self.config.lease_renewals and RENEWALS_PLURAL in served
             self.bulk_reports = self.config.bulk_status_reports and REPORTS_PLURAL in served
-            names = self.own_node_names(self.config.count)
+            names = self.node_names = self.own_node_names(self.config.count)
+            self._named.set()
             while True:
                 await self.create_nodes(names)
                 # the watch has yet to bring some; a name another simulator took between the list and our create
@@ -456,7 +460,7 @@ class NodeSimulator:
                     await asyncio.sleep(0.01)
                 if all(n in self.nodes for n in names):
                     break
-                names = self.own_node_names(self.config.count)
+                names = self.node_names = self.own_node_names(self.config.count)
             self._ready.set()
             await self._tick_loop()
         finally:
@@ -474,6 +478,14 @@ class NodeSimulator:
         """Whether the informers have listed what they watch (``controlplane nodes``' /readyz)."""
         return self.node_informer.synced.is_set() and self.pod_informer.synced.is_set() and (
             self.stage_informer is None or self.stage_informer.synced.is_set())
+
+    async def named(self) -> list[str]:
+        """The names of the nodes it creates, once it knows them: ``{prefix}0``.. but for those
+        that nodes it does not play hold (``own_node_names``). (Another simulator may yet take
+        one before its create: ``node_names`` then changes, with a warning.)"""
+        await self._named.wait()
+        assert self.node_names is not None
+        return self.node_names
 
     async def ready(self) -> None:
         """Until the configured nodes exist and are adopted (their leases may still be on the way)."""
