@@ -1626,7 +1626,7 @@ class KubeApi:
                       options: dict[str, Any] | None = None, admit: bool = True) -> dict[str, Any]:
         """Delete now, or, while the object has finalizers, mark it (``deletionTimestamp``)
         and let whoever owns the finalizers remove them; the last removal deletes it
-        (see ``_finish_if_finalized``). Namespaces are emptied first (``_terminate``).
+        (see ``_deletes``, ``_finish``). Namespaces are emptied first (``_terminate``).
         ``admit`` False: no DELETE admission (an eviction's, which deletes through the
         store, as upstream's EvictionREST, once the Eviction itself was admitted)."""
         key = rtype.key(namespace, name)
