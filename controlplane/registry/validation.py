@@ -708,6 +708,9 @@ _ABSENT_ACCEPTED: dict[str, frozenset[str]] = {
     # validatePodFailurePolicy)
     "io.k8s.api.core.v1.LimitRangeSpec": frozenset({"limits"}),
     "io.k8s.api.batch.v1.PodFailurePolicy": frozenset({"rules"}),
+    # a pod spec's containers, required by the pod validation of a Pod and of every template but
+    # a StatefulSet's, which upstream does not validate (ValidatePodTemplateSpecForStatefulSet)
+    "io.k8s.api.core.v1.PodSpec": frozenset({"containers"}),
     # an admission policy's, in validateValidatingAdmissionPolicySpec's order and words
     # (``expression is not specified``, ``at least one validation action is required``)
     "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": frozenset(

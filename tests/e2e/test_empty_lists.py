@@ -140,8 +140,16 @@ def test_an_empty_list_upstream_takes_is_stored_so_that_it_can_be_replaced(serve
     job: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "nothing-fails"},
            "spec": {"suspend": True, "podFailurePolicy": {"rules": []}, "template": {"spec": {
                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}}}
-    for body, kind, read, written in ((limits, "limitrange", lambda o: o["spec"], {"limits": None}),
-                                      (job, "job", lambda o: o["spec"]["podFailurePolicy"], {"rules": None})):
+    # A StatefulSet's template: upstream validates its labels and annotations only
+    # (ValidatePodTemplateSpecForStatefulSet), so no containers is taken; its pods are refused.
+    sts: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "hollow"},
+                           "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "h"}},
+                                    "template": {"metadata": {"labels": {"app": "h"}}, "spec": {"containers": []}}}}
+    cases: tuple[tuple[dict[str, Any], str, Callable[[Any], Any], Any], ...] = (
+        (limits, "limitrange", lambda o: o["spec"], {"limits": None}),
+        (job, "job", lambda o: o["spec"]["podFailurePolicy"], {"rules": None}),
+        (sts, "statefulset", lambda o: o["spec"]["template"]["spec"]["containers"], None))
+    for body, kind, read, written in cases:
         kubectl(served, "create", "-f", "-", stdin=json.dumps(body))
         stored = _get(served, kind, body["metadata"]["name"])
         assert read(stored) == written  # (no omitempty: Go writes the nil list as null)
