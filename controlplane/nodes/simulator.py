@@ -235,9 +235,9 @@ class _Node:
 
 
 class _Pod:
-    __slots__ = ("backoff", "backoff_at", "deletion_seen", "ephemeral", "ephemeral_pulls", "exit", "exit_run",
-                 "exit_target", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage", "started", "stopping",
-                 "uid", "wrote_creating")
+    __slots__ = ("backoff", "backoff_at", "deletion_grace", "deletion_seen", "ephemeral", "ephemeral_pulls", "exit",
+                 "exit_run", "exit_target", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage", "started",
+                 "stopping", "uid", "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
         self.uid = uid
@@ -259,6 +259,7 @@ class _Pod:
         # restart of the simulator), whose grace period ends at its deletionTimestamp; None while
         # not deleted
         self.deletion_seen: float | None = None
+        self.deletion_grace: int | None = None  # its deletionGracePeriodSeconds then
         self.ephemeral: frozenset[str] = _NO_EPHEMERAL  # ephemeral containers whose status is written
         # the ephemeral containers whose image is being pulled: when each pull began, the image, the pull
         self.ephemeral_pulls: dict[str, tuple[float, Image, Pull]] | None = None
@@ -1307,6 +1308,7 @@ class NodeSimulator:
             st = self.pods[key] = untracked(_Pod(uid, node_name, time.monotonic()))  # (as its node's)
             if meta.get("deletionTimestamp"):
                 st.deletion_seen = 0.0
+                st.deletion_grace = meta.get("deletionGracePeriodSeconds")
             ip = (pod.get("status") or {}).get("podIP")
             if ip and not spec.get("hostNetwork") and (_terminal(pod) or node.pod_ips.occupy(ip)):
                 st.ip = ip
@@ -1323,8 +1325,8 @@ class NodeSimulator:
         if self.builtin_stages and key not in self._readying and _unreadied(pod):
             self._readying.add(key)
             self._write(lambda: self._ready_again_now(key), POD, retry=True)
-        if st.deletion_seen is None and meta.get("deletionTimestamp"):
-            st.deletion_seen = time.monotonic()
+        if meta.get("deletionTimestamp"):
+            self._deletion_seen(st, meta)
         if self.pod_events is not None and not st.stopping and (pod.get("metadata") or {}).get("deletionTimestamp"):
             st.stopping = True
             self._pulls.pop(key, None)
@@ -1361,6 +1363,22 @@ class NodeSimulator:
             self._write(lambda: self._run_stage(key, gen), POD)
         else:
             self.wheel.schedule(time.monotonic() + delay, ("pod", key, st.gen))
+
+    @staticmethod
+    def _deletion_seen(st: _Pod, meta: dict[str, Any]) -> None:
+        """Note a deleted pod's grace period as its kubelet takes it: from the first event that
+        shows the deletion, and again from a later one that shortens it (a second DELETE with a
+        shorter ``gracePeriodSeconds``: kube-apiserver moves the deletionTimestamp earlier and
+        the kubelet kills the pod again with the shorter period), whose pending stage is then
+        scheduled anew (its delay, KWOK's, runs to the new deletionTimestamp)."""
+        grace = meta.get("deletionGracePeriodSeconds")
+        if st.deletion_seen is None:
+            st.deletion_seen, st.deletion_grace = time.monotonic(), grace
+        elif isinstance(grace, int) and isinstance(st.deletion_grace, int) and grace < st.deletion_grace:
+            if st.deletion_seen:  # (0.0: seen already deleted, timed by its deletionTimestamp)
+                st.deletion_seen = time.monotonic()
+            st.deletion_grace = grace
+            st.stage = None  # (its timer's generation is passed over)
 
     @staticmethod
     def _grace_left(st: _Pod, meta: dict[str, Any]) -> float:

@@ -279,6 +279,23 @@ async def test_deletion_honours_the_grace_period_then_ends_the_pod(
             await eventually(lambda: _is(client, "slow", "(gone)"))
 
 
+async def test_a_second_delete_with_a_shorter_grace_period_ends_the_pod_sooner(client: Client) -> None:
+    """A pod deleted with 60 s of grace, then again with 1 s: kube-apiserver shortens its
+    deletionTimestamp, and the kubelet kills it again with the shorter period, counted from
+    then: the pod is gone about 1 s later, not 60."""
+    async with simulating(client, fast()):
+        await client.create(PODS, pod("patient", "sim-node-0", terminationGracePeriodSeconds=60))
+        await eventually(lambda: _is(client, "patient", "Running"))
+        await client.delete(f"{PODS}/patient")
+        await asyncio.sleep(0.3)  # (its kubelet has seen the first)
+        t0 = time.monotonic()
+        await client.delete(f"{PODS}/patient", gracePeriodSeconds=1)
+        got = await client.get(f"{PODS}/patient")
+        assert got["metadata"]["deletionGracePeriodSeconds"] == 1
+        await eventually(lambda: _is(client, "patient", "(gone)"), timeout=10)
+        assert time.monotonic() - t0 >= 1.0
+
+
 async def test_finalizers_are_left_to_their_owner(client: Client) -> None:
     async with simulating(client, fast()):
         body = pod("kept", "sim-node-0", terminationGracePeriodSeconds=0)
