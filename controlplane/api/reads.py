@@ -142,8 +142,9 @@ class WatchOptions:
 
 def _filter(rtype: ResourceType, namespace: str | None, query: dict[str, str], name: str | None = None) -> Filter:
     try:
-        return Filter.parse(rtype.plural, query.get("labelSelector"), query.get("fieldSelector"), namespace, name,
-                            rtype.custom is not None)
+        custom = rtype.custom
+        return Filter.parse(rtype.fields_key, query.get("labelSelector"), query.get("fieldSelector"), namespace, name,
+                            custom is not None, custom.selectable_fields if custom is not None else None)
     except SelectorError as e:
         raise ApiError.bad_request(str(e)) from e
 
@@ -532,7 +533,7 @@ class StoreReads:
                 revision = rev
                 for kv in kvs:
                     raw, obj = stamp(kv.value, kv.mod_revision)
-                    if match.everything or match.matches(attrs_of(rtype.plural, obj)):
+                    if match.everything or match.matches(attrs_of(rtype.fields_key, obj)):
                         items.append(raw)
                 if kvs:
                     start = kvs[-1].key + b"\x00"
@@ -560,7 +561,7 @@ class StoreReads:
                 return ErrorWatch(too_large_resource_version(options.revision, rev))
             for kv in kvs:
                 raw, obj = stamp(kv.value, kv.mod_revision)
-                if options.filter.everything or options.filter.matches(attrs_of(rtype.plural, obj)):
+                if options.filter.everything or options.filter.matches(attrs_of(rtype.fields_key, obj)):
                     initial.append(WatchItem.of("ADDED", raw))
             if options.send_initial_events and options.bookmarks:  # as upstream: only to a client that asks
                 initial.append(WatchItem.of("BOOKMARK", bookmark_object(rtype, rev, end_of_initial=True)))
@@ -616,7 +617,7 @@ class _StoreWatch:
         raise StopAsyncIteration
 
     def _translate(self, events: Sequence[store.Event]) -> list[WatchItem]:
-        match, plural = self._options.filter, self._rtype.plural
+        match, plural = self._options.filter, self._rtype.fields_key
         out: list[WatchItem] = []
         for ev in events:
             self._delivered = ev.kv.mod_revision

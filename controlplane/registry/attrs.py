@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,13 +118,15 @@ class Filter:
 
     @staticmethod
     def parse(plural: str, label_selector: str | None, field_selector: str | None,
-              namespace: str | None = None, name: str | None = None, custom: bool = False) -> Filter:
+              namespace: str | None = None, name: str | None = None, custom: bool = False,
+              only: Collection[str] | None = None) -> Filter:
         """Raises ``SelectorError`` for a selector kube-apiserver would refuse. ``name``: the
         object a legacy watch path names, selected by its name as upstream's listOpts does, so
         the field selector, if any, must select that name too; ``custom``: ``plural`` is a
-        custom resource's."""
+        custom resource's (its ``custom_fields_key``), ``only`` the selectable fields of the
+        version asked for (``parse_field_selector``)."""
         labels = parse_label_selector(label_selector)
-        fields = parse_field_selector(field_selector, plural, custom)
+        fields = parse_field_selector(field_selector, plural, custom, only)
         names = {id(get): field for field, get in selectable_fields(plural).items()}
         terms = [(names[id(get)], equal, value) for get, equal, value in fields.terms]
         if name is not None:

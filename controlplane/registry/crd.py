@@ -25,8 +25,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..gostrings import quote
+from .causes import duplicate, too_many
 from .custom import CustomVersion
 from .dnsnames import DNS1035_LABEL, DNS1123_SUBDOMAIN
+from .selectors import custom_fields_key
 from .structural import Cause, describe, structure_problems
 from .types import ResourceType
 from .versions import priority
@@ -379,6 +381,9 @@ def _versions_problems(versions: Any, old_versions: list[Any] | None = None) -> 
         if i == 0 or columns != "spec.additionalPrinterColumns":
             for j, column in enumerate(_list(v.get("additionalPrinterColumns"))):
                 causes.extend(_column_problems(_dict(column), f"{columns}[{j}]"))
+        selectable = _shared_path(versions, "selectableFields", f"{path}.selectableFields", "spec.selectableFields")
+        if i == 0 or selectable != "spec.selectableFields":
+            causes.extend(_selectable_problems(_list(v.get("selectableFields")), schema, selectable))
         subresources = _shared_path(versions, "subresources", f"{path}.subresources", "spec.subresources")
         if i == 0 or subresources != "spec.subresources":
             causes.extend(_scale_problems(_dict(_dict(v.get("subresources")).get("scale")), f"{subresources}.scale"))
@@ -390,6 +395,68 @@ def _versions_problems(versions: Any, old_versions: list[Any] | None = None) -> 
         causes.append(_invalid("spec.versions", [v.get("name") for v in versions if isinstance(v, dict)],
                                "must have exactly one version marked as storage version"))
     return causes
+
+
+MAX_SELECTABLE_FIELDS = 8
+
+
+def _selectable_problems(fields: list[Any], schema: Any, path: str) -> list[Cause]:
+    """A version's ``selectableFields``, as upstream's ValidateCustomResourceSelectableFields:
+    each a path to a string, boolean or integer of the schema outside ``metadata``, none
+    twice, at most 8."""
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, selectable in enumerate(fields):
+        at = f"{path}[{i}].jsonPath"
+        json_path = _dict(selectable).get("jsonPath")
+        if not isinstance(json_path, str) or not json_path:
+            causes.append(_required(at))
+            continue
+        found, steps, why = _field_path(json_path, _dict(schema))
+        if why is not None:
+            causes.append(_invalid(at, json_path, f"is an invalid path: {why}"))
+            continue
+        if steps[0] == "metadata":
+            causes.append(_invalid(at, json_path, "must not point to fields in metadata"))
+        if found.get("type") not in ("string", "boolean", "integer"):
+            causes.append(_invalid(at, json_path, "must point to a field of type string, boolean or integer. "
+                                                  "Enum string fields and strings with formats are allowed."))
+        key = ".".join(steps)
+        if key in seen:
+            causes.append(duplicate(at, json_path))
+        seen.add(key)
+    if len(seen) > MAX_SELECTABLE_FIELDS:
+        causes.append(too_many(path, len(seen), MAX_SELECTABLE_FIELDS))
+    return causes
+
+
+def _field_path(json_path: str, schema: Obj) -> tuple[Obj, list[str], str | None]:
+    """Upstream's cel.ValidFieldPath without array notation: ``.a.b`` walked down the
+    schema's properties (or a map's values): (the schema found, the steps, the error)."""
+    tokens = [t for t in re.split(r"([.\[\]])", json_path) if t]
+    steps: list[str] = []
+    at = 0
+    while at < len(tokens):
+        token = tokens[at]
+        if token == "[":
+            return schema, steps, "array notation is not allowed"
+        if token != ".":
+            return schema, steps, f"expected [ or . but got: {token}"
+        if at + 1 == len(tokens):
+            return schema, steps, "unexpected end of JSON path"
+        name = tokens[at + 1]
+        properties, values = schema.get("properties"), schema.get("additionalProperties")
+        if isinstance(properties, dict):
+            if not isinstance(properties.get(name), dict):
+                return schema, steps, "does not refer to a valid field"
+            schema = properties[name]
+        elif isinstance(values, dict):
+            schema = values
+        else:
+            return schema, steps, "does not refer to a valid field"
+        steps.append(name)
+        at += 2
+    return schema, steps, None
 
 
 def _scale_problems(scale: Obj, path: str) -> list[Cause]:
@@ -597,6 +664,10 @@ def served_types(crd: Obj) -> list[ResourceType]:
     webhook = _dict(conversion.get("webhook")) if conversion.get("strategy") == "Webhook" else None
     storage = next((str(v["name"]) for v in _list(spec.get("versions"))
                     if isinstance(v, dict) and v.get("storage") is True and isinstance(v.get("name"), str)), "")
+    namespaced = spec.get("scope") == "Namespaced"
+    selectable = {str(v["name"]): _selectable_paths(v) for v in _list(spec.get("versions"))
+                  if isinstance(v, dict) and isinstance(v.get("name"), str)}
+    fields_key = custom_fields_key(crd_name, namespaced, tuple(sorted({p for ps in selectable.values() for p in ps})))
     types = []
     for v in _list(spec.get("versions")):
         if not isinstance(v, dict) or v.get("served") is not True or not isinstance(v.get("name"), str):
@@ -609,10 +680,18 @@ def served_types(crd: Obj) -> list[ResourceType]:
                                 list_kind=str(names.get("listKind") or kind + "List"),
                                 deprecation_warning=_deprecation_warning(spec, v, kind),
                                 scale={k: str(p) for k, p in scale.items() if isinstance(p, str)} if scale else None,
-                                conversion=webhook, storage_version=storage)
+                                conversion=webhook, storage_version=storage,
+                                selectable_fields=selectable[v["name"]], fields_key=fields_key)
         types.append(ResourceType(
-            group, v["name"], kind, plural, spec.get("scope") == "Namespaced",
+            group, v["name"], kind, plural, namespaced,
             short_names=tuple(_list(names.get("shortNames"))), categories=tuple(_list(names.get("categories"))),
             subresources=tuple(r for r in ("status", "scale") if r in subresources),
             storage_group=group, singular=str(names.get("singular") or kind.lower()), custom=version))
     return types
+
+
+def _selectable_paths(version: Obj) -> tuple[str, ...]:
+    """A version's ``selectableFields``, each its ``jsonPath`` without the leading dot (the
+    field's name in a selector, as upstream's prepareSelectableFields names it)."""
+    return tuple(dict.fromkeys(str(f["jsonPath"]).removeprefix(".") for f in _list(version.get("selectableFields"))
+                               if isinstance(f, dict) and isinstance(f.get("jsonPath"), str) and f["jsonPath"]))

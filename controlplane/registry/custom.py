@@ -43,6 +43,11 @@ class CustomVersion:
     scale: dict[str, str] | None = None           # subresources.scale: specReplicasPath, statusReplicasPath, ...
     conversion: dict[str, Any] | None = None      # spec.conversion.webhook under the Webhook strategy, else None
     storage_version: str = ""                     # the version with storage: true (its name)
+    # selectableFields: this version's jsonPaths without their leading dot, and the key of
+    # the field set of every version's (selectors.custom_fields_key), which the versions'
+    # one storage and watch cache hold
+    selectable_fields: tuple[str, ...] = ()
+    fields_key: str = ""
 
 
 def admit(version: CustomVersion, obj: dict[str, Any], old: dict[str, Any] | None = None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = [
     "FieldSelector",
     "LabelSelector",
     "SelectorError",
+    "custom_fields_key",
     "parse_field_selector",
     "parse_label_selector",
     "selectable_fields",
@@ -356,9 +357,33 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
 }
 
 
+def custom_fields_key(crd: str, namespaced: bool, paths: tuple[str, ...]) -> str:
+    """What stands for a custom resource's ``plural`` here: its CRD's name (a plural and a
+    group, so never a built-in plural: a CRD's ``jobs`` has no ``status.successful``), its
+    scope and its ``selectableFields`` (their ``jsonPath``s without the leading dot). A CRD
+    that changes its selectable fields changes its key, and so its field set; the key
+    alone says what the fields are, so its field set is made from it when first asked for."""
+    return "|".join((crd, "n" if namespaced else "c", *paths))
+
+
+@functools.cache
+def _custom_fields(key: str) -> dict[str, Callable[[dict[str, Any]], str]]:
+    """A custom resource's fields (``custom_fields_key``), as upstream's customResourceStrategy
+    makes its field set: ``metadata.name``, ``metadata.namespace`` if it is namespaced, and
+    each selectable field's value (``fmt.Sprint`` of it: ``true``, ``3``; ``""`` when absent)."""
+    _, scope, *paths = key.split("|")
+    fields = dict(_COMMON) if scope == "n" else {"metadata.name": _COMMON["metadata.name"]}
+    for path in paths:
+        fields.setdefault(path, _path(*path.split(".")))
+    return fields
+
+
 def selectable_fields(plural: str) -> dict[str, Callable[[dict[str, Any]], str]]:
-    """Field name -> getter, for every field a selector on ``plural`` may name; the
-    getters are the very objects ``parse_field_selector`` puts in its terms."""
+    """Field name -> getter, for every field a selector on ``plural`` (a built-in type's
+    plural, or a custom resource's ``custom_fields_key``) may name; the getters are the
+    very objects ``parse_field_selector`` puts in its terms."""
+    if "|" in plural:
+        return _custom_fields(plural)
     return _COMMON | FIELDS.get(plural, {})
 
 
@@ -374,15 +399,20 @@ class FieldSelector:
         return not self.terms
 
 
-def parse_field_selector(text: str | None, plural: str, custom: bool = False) -> FieldSelector:
+def parse_field_selector(text: str | None, plural: str, custom: bool = False,
+                         only: Collection[str] | None = None) -> FieldSelector:
     """``text`` as upstream's fields.ParseSelector reads it, each field held to ``plural``'s
     selectable ones as its scheme's field label conversion does: a kind with a conversion
     of its own (those of ``FIELDS``; a custom resource's, ``custom``) refuses another field as
     ``field label not supported: f``, every other built-in kind as the scheme's default,
-    ``"f" is not a known field selector: only "metadata.name", "metadata.namespace"``."""
+    ``"f" is not a known field selector: only "metadata.name", "metadata.namespace"``.
+    ``only``: of the fields beyond the metadata ones, those the version asked for has (a
+    custom resource's versions share one field set, each selecting on its own fields)."""
     if not text or not text.strip():
         return FieldSelector(())
     fields = selectable_fields(plural)
+    if only is not None:
+        fields = {name: get for name, get in fields.items() if name in _COMMON or name in only}
     terms = []
     for part in text.split(","):
         part = part.strip()

@@ -62,6 +62,12 @@ class ResourceType:
         return self.custom.list_kind if self.custom is not None and self.custom.list_kind else self.kind + "List"
 
     @property
+    def fields_key(self) -> str:
+        """What the selectable fields of this type's objects are known by (``selectors.selectable_fields``):
+        its plural, or a custom resource's ``custom_fields_key``."""
+        return self.custom.fields_key if self.custom is not None and self.custom.fields_key else self.plural
+
+    @property
     def singular_name(self) -> str:
         return self.singular or self.kind.lower()
 

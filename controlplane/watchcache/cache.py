@@ -239,9 +239,12 @@ _GAP: Batch = ([], -1, 0.0)  # queued in place of the batches a cache behind its
 
 class ResourceCache:
     def __init__(self, prefix: bytes, plural: str, config: CacheConfig, start_revision: int,
-                 clock: FeedClock | None = None) -> None:
+                 clock: FeedClock | None = None, fields_key: str | None = None) -> None:
         self.prefix = prefix
         self.plural = plural
+        # what its entries' selectable fields are (``ResourceType.fields_key``): the plural
+        # but for a custom resource, whose fields its CRD says
+        self.fields_key = fields_key or plural
         self.config = config
         self.start_revision = start_revision  # the revision the initial list is read at
         self._revision = 0                    # 0 until loaded; see ``revision``
@@ -254,11 +257,11 @@ class ResourceCache:
         wait = WATCH_CACHE_LOCK_WAIT
         self.lock = RWLock(wait.labels(resource=plural, role="reader").observe,
                            wait.labels(resource=plural, role="writer").observe)
-        self.watchers = WatcherIndex(plural)
+        self.watchers = WatcherIndex(self.fields_key)
         self.window = EventWindow(start_revision, config.window_events, config.window_bytes,
                                   config.window_seconds)
         self._map: CowSortedMap[Entry] = CowSortedMap()
-        names = field_names(plural)
+        names = field_names(self.fields_key)
         # the map's keys by INDEXED_LIST_FIELD, changed with the map under the write lock
         self.index = ValueIndex(names.index(INDEXED_LIST_FIELD)) if INDEXED_LIST_FIELD in names else None
         self.packer = Packer(config.pack_after)  # entries' bodies, compressed once the resource is large
@@ -442,7 +445,7 @@ class ResourceCache:
         while True:
             kvs, _, more = await st.range(start, end, revision=self.start_revision, limit=self.config.load_chunk)
             pack = self.packer.pack
-            loaded.extend((kv.key, build_entry(self.plural, kv.key, kv.value, kv.mod_revision, pack)) for kv in kvs)
+            loaded.extend((kv.key, build_entry(self.fields_key, kv.key, kv.value, kv.mod_revision, pack)) for kv in kvs)
             if not more or not kvs:
                 break
             start = kvs[-1].key + b"\x00"
@@ -564,7 +567,7 @@ class ResourceCache:
         version whose event never comes here (another cache took its prefix) ages out."""
         if revision <= self._revision:
             return  # already applied
-        self._prime_entry(key, revision, raw, entry_of(self.plural, key, revision, raw, obj, self.packer.pack))
+        self._prime_entry(key, revision, raw, entry_of(self.fields_key, key, revision, raw, obj, self.packer.pack))
 
     def prime_attrs(self, written: list[tuple[bytes, int, bytes, Attrs]]) -> None:
         """As ``prime``, for versions (key, revision, served JSON, attrs) whose labels and
@@ -642,7 +645,7 @@ class ResourceCache:
             # (left in _primed until applied: latest_json serves it until the map has it)
             entry = self._primed.get(ev.kv.mod_revision) if self._primed else None
             if entry is None or entry[KEY] != key:
-                entry = build_entry(self.plural, key, ev.kv.value, ev.kv.mod_revision, pack)
+                entry = build_entry(self.fields_key, key, ev.kv.value, ev.kv.mod_revision, pack)
             overlay[key] = entry
             out.append(CacheEvent("ADDED" if prev is None else "MODIFIED", entry, prev, ev.committed or received))
             changes.append((key, entry))
@@ -654,7 +657,7 @@ class ResourceCache:
         overlay: dict[bytes, Entry] = {}  # earlier events of this chunk, by key
         out: list[CacheEvent] = []
         changes: list[tuple[bytes, Entry | None]] = []
-        pack, plural, current, primed = self.packer.pack, self.plural, self._map.get, self._primed
+        pack, plural, current, primed = self.packer.pack, self.fields_key, self._map.get, self._primed
         received = run.committed or received
         for key, value, revision in zip(run.keys, run.values, range(run.first, run.last + 1), strict=True):
             prev = overlay[key] if key in overlay else current(key)

@@ -91,11 +91,14 @@ class WatchCaches:
     def cache_for(self, rtype: ResourceType) -> ResourceCache:
         prefix = rtype.prefix()
         cache = self._caches.get(prefix)
-        if cache is not None and cache.failed is None:
+        # a CRD that changed its selectable fields changed its types' fields_key: the
+        # entries' fields are made again (upstream's storage of the CRD is made anew, its
+        # watches ended, as forgetting this cache ends them)
+        if cache is not None and cache.failed is None and cache.fields_key == rtype.fields_key:
             return cache
         if cache is not None:
             self._forget(prefix)
-        cache = ResourceCache(prefix, rtype.plural, self.config, self.revision, self.clock)
+        cache = ResourceCache(prefix, rtype.plural, self.config, self.revision, self.clock, rtype.fields_key)
         self._caches[prefix] = cache
         task = asyncio.create_task(cache.run(self.store), name=f"watch-cache-{rtype.plural}")
         task.add_done_callback(functools.partial(self._ended, prefix))
