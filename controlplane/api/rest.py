@@ -2727,9 +2727,11 @@ class KubeApi:
             covering = [b for raw in listed.items if disruption.covers(b := orjson.loads(raw), pod)]
             if not covering:
                 return
-            if len(covering) > 1:  # upstream's answer, word for word
-                raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the "
-                                                     "eviction subresource does not support.")
+            if len(covering) > 1:
+                # upstream's answer, word for word: a Status EvictionREST returns, not an error,
+                # so without a reason (the handler's finisher makes it the error as it is)
+                raise ApiError(500, "", "This pod has more than one PodDisruptionBudget, which the "
+                                        "eviction subresource does not support.")
             pdb = covering[0]
             bmeta, status = pdb["metadata"], pdb.get("status") or {}
             if not disruption.healthy(pod):

@@ -1,7 +1,8 @@
 """Workflows a fourth sweep against upstream found answered differently, with the real kubectl
 and the official Python client against one ``controlplane serve`` (the e2e conftest's) over a
 socket: field selectors on a custom resource's ``selectableFields`` (CustomResourceFieldSelectors,
-GA in 1.32: the example of kubernetes.io's CRD page), and the CRD's validation of them."""
+GA in 1.32: the example of kubernetes.io's CRD page), and the CRD's validation of them; the
+eviction of a pod two PodDisruptionBudgets cover."""
 
 from __future__ import annotations
 
@@ -187,3 +188,31 @@ def test_selectable_fields_are_validated_as_upstream(served: Serve) -> None:
     err = failing(served, "apply", "-f", "-", stdin=many)
     assert err.strip() == ('The CustomResourceDefinition "blouses.stable.example.com" is invalid: '
                            "spec.selectableFields: Too many: 9: must have at most 8 items")
+
+
+def test_an_eviction_two_budgets_cover_is_a_500_without_a_reason(served: Serve, api: client.ApiClient) -> None:
+    """Upstream's EvictionREST answers a bare failed Status (code 500, no reason), which the
+    handler's finisher turns into the error as it is: kubectl says ``Error from server:``,
+    not ``(InternalError)``, and the body has no ``reason``."""
+    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
+    core.create_namespaced_pod("default", client.V1Pod(
+        metadata=client.V1ObjectMeta(name="covered", labels={"app": "covered"}),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")])))
+    # running, as a kubelet would report it (no nodes here): a pending pod ignores budgets
+    core.patch_namespaced_pod_status("covered", "default", {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True"}]}})
+    for name in ("first", "second"):
+        policy.create_namespaced_pod_disruption_budget("default", client.V1PodDisruptionBudget(
+            metadata=client.V1ObjectMeta(name=name), spec=client.V1PodDisruptionBudgetSpec(
+                min_available=0, selector=client.V1LabelSelector(match_labels={"app": "covered"}))))
+    eviction = json.dumps({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "covered"}})
+    err = failing(served, "create", "--raw", "/api/v1/namespaces/default/pods/covered/eviction", "-f", "-",
+                  stdin=eviction)
+    message = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+    assert err.strip() == f"Error from server: {message}"
+    with pytest.raises(client.ApiException) as e:
+        core.create_namespaced_pod_eviction("covered", "default", json.loads(eviction))
+    assert e.value.status == 500
+    assert json.loads(e.value.body) == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                        "message": message, "code": 500}
+    assert core.read_namespaced_pod("covered", "default").metadata.deletion_timestamp is None
