@@ -357,13 +357,17 @@ FIELDS: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
 }
 
 
+# between a custom_fields_key's parts: no plural has it, nor, in practice, a schema's property name
+_KEY_SEPARATOR = "\x1f"
+
+
 def custom_fields_key(crd: str, namespaced: bool, paths: tuple[str, ...]) -> str:
     """What stands for a custom resource's ``plural`` here: its CRD's name (a plural and a
     group, so never a built-in plural: a CRD's ``jobs`` has no ``status.successful``), its
     scope and its ``selectableFields`` (their ``jsonPath``s without the leading dot). A CRD
     that changes its selectable fields changes its key, and so its field set; the key
     alone says what the fields are, so its field set is made from it when first asked for."""
-    return "|".join((crd, "n" if namespaced else "c", *paths))
+    return _KEY_SEPARATOR.join((crd, "n" if namespaced else "c", *paths))
 
 
 @functools.cache
@@ -371,7 +375,7 @@ def _custom_fields(key: str) -> dict[str, Callable[[dict[str, Any]], str]]:
     """A custom resource's fields (``custom_fields_key``), as upstream's customResourceStrategy
     makes its field set: ``metadata.name``, ``metadata.namespace`` if it is namespaced, and
     each selectable field's value (``fmt.Sprint`` of it: ``true``, ``3``; ``""`` when absent)."""
-    _, scope, *paths = key.split("|")
+    _, scope, *paths = key.split(_KEY_SEPARATOR)
     fields = dict(_COMMON) if scope == "n" else {"metadata.name": _COMMON["metadata.name"]}
     for path in paths:
         fields.setdefault(path, _path(*path.split(".")))
@@ -382,7 +386,7 @@ def selectable_fields(plural: str) -> dict[str, Callable[[dict[str, Any]], str]]
     """Field name -> getter, for every field a selector on ``plural`` (a built-in type's
     plural, or a custom resource's ``custom_fields_key``) may name; the getters are the
     very objects ``parse_field_selector`` puts in its terms."""
-    if "|" in plural:
+    if _KEY_SEPARATOR in plural:
         return _custom_fields(plural)
     return _COMMON | FIELDS.get(plural, {})
 

@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controlplane.registry.selectors import SelectorError, parse_field_selector, parse_label_selector
+from controlplane.registry.selectors import (
+    SelectorError,
+    custom_fields_key,
+    parse_field_selector,
+    parse_label_selector,
+)
 
 
 @pytest.mark.parametrize(("selector", "labels", "expected"), [
@@ -117,6 +122,24 @@ def test_field_getters_format_values_as_upstream() -> None:
 
 _SELECTOR_ALPHABET = "ab1-_./=!(),<> \tin"
 
+
+
+def test_a_custom_resources_fields_are_its_crds_selectable_fields() -> None:
+    """Upstream's customResourceStrategy: ``fmt.Sprint`` of the value (``""`` when absent); a
+    CRD's plural that is a built-in one's gets none of the built-in's fields; a cluster-scoped
+    kind has no ``metadata.namespace``; ``only`` keeps the version's own."""
+    key = custom_fields_key("jobs.batch.example.com", True, ("spec.size", "spec.count", "spec.on"))
+    obj = {"metadata": {"name": "a", "namespace": "ns"}, "spec": {"count": 3, "on": False}}
+    for text, expected in (("spec.count=3", True), ("spec.on=false", True), ("spec.size=", True),
+                           ("spec.size!=", False), ("metadata.namespace=ns,spec.count!=4", True)):
+        assert parse_field_selector(text, key, custom=True).matches(obj) is expected, text
+    with pytest.raises(SelectorError, match=r"^field label not supported: status\.successful$"):
+        parse_field_selector("status.successful=1", key, custom=True)
+    with pytest.raises(SelectorError, match=r"^field label not supported: spec\.count$"):
+        parse_field_selector("spec.count=3", key, custom=True, only=("spec.size",))
+    cluster = custom_fields_key("racks.example.com", False, ())
+    with pytest.raises(SelectorError, match=r"^field label not supported: metadata\.namespace$"):
+        parse_field_selector("metadata.namespace=ns", cluster, custom=True)
 
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(st.text(alphabet=_SELECTOR_ALPHABET, max_size=24))
