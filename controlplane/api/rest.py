@@ -1139,24 +1139,11 @@ class KubeApi:
         if not name and not generate:
             raise ApiError.invalid(rtype, "", [{"reason": "FieldValueRequired", "field": "metadata.name",
                                                 "message": "name or generateName is required"}])
-        ns: bytes | None = None
-        if rtype.namespaced and self._namespaces is not None:
-            ns = await self._namespace(namespace or "")
-            if ns is None:
-                raise ApiError.not_found(self._namespaces, namespace or "")
-            if b'"deletionTimestamp"' in ns and orjson.loads(ns)["metadata"].get("deletionTimestamp"):
-                # (upstream's NamespaceLifecycle, with the cause by which controllers know not to
-                # record a FailedCreate event)
-                raise ApiError(403, "Forbidden", f'{ApiError._what(rtype)} "{name or generate}" is forbidden: '
-                               f"unable to create new content in namespace {namespace} because it is being "
-                               "terminated", ApiError._details(rtype, name or generate) | {"causes": [{
-                                   "reason": "NamespaceTerminating",
-                                   "message": f"namespace {namespace} is being terminated",
-                                   "field": "metadata.namespace"}]})
-            if rtype.group == "resource.k8s.io" and rtype.plural in _DEVICE_REQUESTS:
-                causes = _admin_access_causes(rtype.plural, obj, ns)
-                if causes:
-                    raise ApiError.invalid(rtype, name or generate, causes)
+        ns = await self._open_namespace(rtype, namespace, name or generate)
+        if ns is not None and rtype.group == "resource.k8s.io" and rtype.plural in _DEVICE_REQUESTS:
+            causes = _admin_access_causes(rtype.plural, obj, ns)
+            if causes:
+                raise ApiError.invalid(rtype, name or generate, causes)
         generated = ""
         if name:
             causes = validate_name(rtype.plural if rtype.custom is None else "", name)
@@ -1315,6 +1302,27 @@ class KubeApi:
             kv = await self.store.get(rtype.key(namespace, name))
             raw = kv.value if kv is not None else None
         return raw
+
+    async def _open_namespace(self, rtype: ResourceType, namespace: str | None, name: str) -> bytes | None:
+        """Upstream's NamespaceLifecycle for a CREATE in ``namespace``, of an object or through a
+        subresource (an Eviction, a TokenRequest, a Binding: every create but an access review's):
+        the namespace must exist (404) and not be terminating (403, with the cause by which
+        controllers know not to record a FailedCreate event, and ``kubectl drain`` that a
+        terminating pod's eviction will not be taken, only waited for). ``rtype`` and ``name``:
+        what the 403 names (a subresource's parent). The namespace's JSON (None: not checked)."""
+        if not rtype.namespaced or self._namespaces is None:
+            return None
+        ns = await self._namespace(namespace or "")
+        if ns is None:
+            raise ApiError.not_found(self._namespaces, namespace or "")
+        if b'"deletionTimestamp"' in ns and orjson.loads(ns)["metadata"].get("deletionTimestamp"):
+            raise ApiError(403, "Forbidden", f'{ApiError._what(rtype)} "{name}" is forbidden: '
+                           f"unable to create new content in namespace {namespace} because it is being "
+                           "terminated", ApiError._details(rtype, name) | {"causes": [{
+                               "reason": "NamespaceTerminating",
+                               "message": f"namespace {namespace} is being terminated",
+                               "field": "metadata.namespace"}]})
+        return ns
 
     async def _namespace(self, name: str) -> bytes | None:
         """The namespace's JSON, for admission (upstream's NamespaceLifecycle): from the
@@ -2306,6 +2314,7 @@ class KubeApi:
         if meta.get("namespace") not in (None, "", namespace):  # the create handler's, before admission
             raise ApiError.bad_request("the namespace of the provided object does not match the namespace sent on "
                                        "the request")
+        await self._open_namespace(admitted_as or rtype, namespace, name)  # admission, before BindingREST.Create
         if meta.get("name") != name:  # BindingREST.Create's: {} or another pod's name bound this one
             raise ApiError.bad_request("name in URL does not match name in Binding object")
         admission = (admitted_as or rtype, "" if admitted_as is not None else "binding", ("", "v1", "Binding"))
@@ -2389,6 +2398,7 @@ class KubeApi:
         is validated and defaulted (TokenREST's ``createValidation``), before its bound object."""
         assert self.token_issuer is not None
         asked = self._subresource_body(TOKEN_REQUEST_TYPE, body) if body.strip() else {}
+        await self._open_namespace(rtype, namespace, name)  # NamespaceLifecycle, the first admission
         user = REQUEST_USER.get()
         node = kubelet(user) if user is not None and self.node_restriction is not None else None
         if node is not None and self.node_restriction is not None:  # NodeRestriction, the first admission
@@ -2640,6 +2650,7 @@ class KubeApi:
         """``pods/<name>/eviction`` (policy/v1 Eviction): delete the pod, with the Eviction's
         ``deleteOptions``, unless the PodDisruptionBudget covering it allows no disruption (429)."""
         eviction = self._subresource_body(EVICTION_TYPE, body, also=EVICTION_ALSO) if body.strip() else {}
+        await self._open_namespace(rtype, namespace, name)  # admission, before EvictionREST.Create's checks
         meta = eviction.get("metadata") or {}
         if not isinstance(meta, dict) or meta.get("name") != name:
             # one without a name too (an empty body, ``{}``), as EvictionREST.Create: it evicted the pod

@@ -2,11 +2,13 @@
 and the official Python client against one ``controlplane serve`` (the e2e conftest's) over a
 socket: field selectors on a custom resource's ``selectableFields`` (CustomResourceFieldSelectors,
 GA in 1.32: the example of kubernetes.io's CRD page), and the CRD's validation of them; the
-eviction of a pod two PodDisruptionBudgets cover."""
+eviction of a pod two PodDisruptionBudgets cover; and creates through subresources (an eviction,
+a token, a binding) in a terminating namespace."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client
@@ -216,3 +218,45 @@ def test_an_eviction_two_budgets_cover_is_a_500_without_a_reason(served: Serve, 
     assert json.loads(e.value.body) == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                         "message": message, "code": 500}
     assert core.read_namespaced_pod("covered", "default").metadata.deletion_timestamp is None
+
+
+def test_no_eviction_token_or_binding_is_created_in_a_terminating_namespace(served: Serve,
+                                                                            api: client.ApiClient) -> None:
+    """Upstream's NamespaceLifecycle refuses every CREATE in a terminating namespace, a
+    subresource's too, with the NamespaceTerminating cause: ``kubectl drain`` takes that answer
+    to an eviction of a terminating pod as one to wait on (drain.go's evictPods)."""
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="closing")))
+    core.create_namespaced_service_account("closing", client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="sa")))
+    for name in ("held", "unbound"):  # kept by a finalizer while the namespace goes
+        core.create_namespaced_pod("closing", client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name, finalizers=["example.com/hold"]),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")])))
+    core.delete_namespace("closing")
+    try:
+        def refused(call: Callable[[], object], what: str) -> None:
+            with pytest.raises(client.ApiException) as e:
+                call()
+            body = json.loads(e.value.body)
+            assert (e.value.status, body["reason"], body["message"]) == (
+                403, "Forbidden", f"{what} is forbidden: unable to create new content in namespace closing because "
+                                  "it is being terminated")
+            assert body["details"]["causes"] == [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                                                  "message": "namespace closing is being terminated"}]
+
+        refused(lambda: core.create_namespaced_pod_eviction("held", "closing", client.V1Eviction(
+            metadata=client.V1ObjectMeta(name="held"))), 'pods "held"')
+        refused(lambda: core.create_namespaced_service_account_token("sa", "closing",
+                                                                     client.AuthenticationV1TokenRequest(
+                                                                         spec=client.V1TokenRequestSpec(audiences=[]))),
+                'serviceaccounts "sa"')
+        refused(lambda: core.create_namespaced_pod_binding("unbound", "closing", client.V1Binding(
+            metadata=client.V1ObjectMeta(name="unbound"), target=client.V1ObjectReference(kind="Node", name="n"))),
+            'pods "unbound"')
+        err = failing(served, "create", "--raw", "/api/v1/namespaces/closing/pods/held/eviction", "-f", "-",
+                      stdin=json.dumps({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "held"}}))
+        assert err.strip() == ('Error from server (Forbidden): pods "held" is forbidden: unable to create new content '
+                               "in namespace closing because it is being terminated")
+    finally:
+        for name in ("held", "unbound"):
+            core.patch_namespaced_pod(name, "closing", [{"op": "remove", "path": "/metadata/finalizers"}])
