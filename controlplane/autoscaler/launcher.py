@@ -82,6 +82,13 @@ MULTIPLE_PDBS = "more than one PodDisruptionBudget"
 STUCK_TERMINATING_SECONDS = 60.0  # a terminating pod this long past its deletion time is not waited for
 
 
+def _namespace_terminating(e: ApiError) -> bool:
+    """Whether a create was refused because its namespace is being deleted (the 403 of
+    upstream's NamespaceLifecycle, with its ``NamespaceTerminating`` cause)."""
+    causes = (e.status.get("details") or {}).get("causes") or ()
+    return e.code == 403 and any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes)
+
+
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -532,6 +539,11 @@ class Launcher:
         except ApiError as e:
             # several budgets: the eviction API's 500, which Karpenter retries as it does a 429
             several = e.code == 500 and MULTIPLE_PDBS in str(e.message)
+            if _namespace_terminating(e):
+                # NamespaceLifecycle's 403: Karpenter logs it and tries again; the namespace's
+                # deletion takes the pod meanwhile, and the next eviction finds it gone
+                log.info("evicting %s/%s: %s", meta.get("namespace"), meta.get("name"), e.message)
+                return True
             if e.code not in (404, 409, 429) and not several:
                 raise
             if e.code in (404, 409):
