@@ -39,6 +39,7 @@ import orjson
 from ..quantity import QuantityError, parse_quantity
 from .causes import Causes, duplicate, forbidden, invalid, not_supported, required, too_long
 from .podvalidation import _label_selector, _subdomain_problems, label_key_problems
+from .validation import same_once_stored
 from .volumes import BadQuantity, csi_driver_name_causes, persistent_volume_spec_causes
 
 __all__ = ["INITIAL_ATTACHMENT_STATUS", "prepare_csi_driver", "prepare_csi_node", "prepare_csi_storage_capacity",
@@ -219,7 +220,8 @@ def prepare_csi_node(node: Obj, old: Obj | None) -> Causes:
             if now.get("name") != was.get("name"):
                 continue
             fixed_now = {k: v for k, v in now.items() if k != "allocatable"}
-            if fixed_now != {k: v for k, v in was.items() if k != "allocatable"}:
+            fixed_was = {k: v for k, v in was.items() if k != "allocatable"}
+            if fixed_now != fixed_was and not same_once_stored(fixed_now, fixed_was):  # (topologyKeys: [] is null)
                 causes.append(_immutable("spec.drivers", _json(fixed_now)))
     return causes
 

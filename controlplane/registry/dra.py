@@ -63,6 +63,7 @@ from .drafields import (
 )
 from .draselectors import selector_causes
 from .podvalidation import label_key_problems
+from .validation import same_once_stored
 
 __all__ = ["prepare_device_class", "prepare_resource_claim", "prepare_resource_claim_template"]
 
@@ -193,7 +194,7 @@ def _same_spec(spec: Any, old_spec: Any, claim_at: tuple[str, ...]) -> bool:
     for key in claim_at:
         claim_spec = mapping(claim_spec).get(key)
     default_claim_spec(claim_spec)
-    return bool(spec == old_spec)
+    return bool(spec == old_spec) or same_once_stored(spec, old_spec)  # (an update's requests: [] is null)
 
 
 _TEMPLATE_META = ("labels", "annotations")

@@ -28,6 +28,7 @@ from .podvalidation import (
 )
 from .rollingupdate import daemon_set_strategy_causes, deployment_rolling_update_causes
 from .statefulsetvalidation import stateful_set_spec_causes
+from .validation import same_once_stored
 from .workloads import default_claim_templates
 
 __all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
@@ -238,13 +239,14 @@ def _job_update_causes(spec: Obj, old_spec: Obj, old: Obj) -> Causes:
     ``completions`` is fixed unless an Indexed Job changes it with ``parallelism``; so are
     its completion mode, failure and success policies, per-index backoff limit and manager."""
     causes = []
+    # (compared as Go values: an update's podFailurePolicy rules: [] are the stored null)
     template, was = spec.get("template"), old_spec.get("template")
-    if template != was:
+    if template != was and not same_once_stored(template, was):
         idle = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("active")
         if not (idle and _same_but_scheduling(template, was)):
             causes.append(_immutable("spec.template", template))
     for field in _JOB_FIXED:
-        if spec.get(field) != old_spec.get(field):
+        if spec.get(field) != old_spec.get(field) and not same_once_stored(spec.get(field), old_spec.get(field)):
             causes.append(_immutable(f"spec.{field}", spec.get(field)))
     completions = spec.get("completions")
     if completions != old_spec.get("completions"):

@@ -92,6 +92,7 @@ __all__ = [
     "shape_of",
     "empty_collections",
     "fill_zeros",
+    "same_once_stored",
     "zero_nulls",
 ]
 
@@ -868,6 +869,24 @@ def empty_collections(emptied: list[tuple[dict[str, Any], str, bool]]) -> None:
             obj[key] = None
         else:
             obj.pop(key, None)
+
+
+_NIL_ALIKE: tuple[Any, ...] = (None, [], {})
+
+
+def same_once_stored(a: Any, b: Any) -> bool:
+    """Whether two parts of a built-in object decode to the same Go value, empty lists and maps
+    and nulls and absent fields being alike (nil), as upstream's ``Semantic.DeepEqual`` takes
+    them: what a strategy's comparison of an update with the stored object (a new generation?
+    a change of an immutable field?) must see while an update's ``rules: []`` is not yet the
+    null it is stored as. For when ``a != b``: equal subtrees are compared by ``==`` first."""
+    if a == b:
+        return True
+    if type(a) is dict and type(b) is dict:
+        return all(same_once_stored(a.get(k), b.get(k)) for k in a.keys() | b.keys())
+    if type(a) is list and type(b) is list:
+        return len(a) == len(b) and all(map(same_once_stored, a, b))
+    return a in _NIL_ALIKE and b in _NIL_ALIKE  # (0 and False are neither: == tells them from these)
 
 
 def _zero_fields(name: str, node: Schema, fields: dict[str, Shape]) -> tuple[tuple[str, Any], ...]:
