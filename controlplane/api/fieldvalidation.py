@@ -39,14 +39,15 @@ from ..registry.validation import (
     may_have_duplicates,
     metadata_shape,
     shape_of,
+    stored_form,
     zero_nulls,
 )
 from . import gojson
 from .errors import ApiError
 
 __all__ = ["add_warning", "check_merge_patch", "check_object", "field_validation", "fill_zero_values", "invalid_patch",
-           "note_webhook_time", "note_yaml_duplicates", "request_scope", "unknown_fields", "warning_headers",
-           "yaml_unmarshal_errors"]
+           "note_webhook_time", "note_yaml_duplicates", "request_scope", "to_stored_form", "unknown_fields",
+           "warning_headers", "yaml_unmarshal_errors"]
 
 DIRECTIVES = ("Ignore", "Strict", "Warn")
 _OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
@@ -248,8 +249,10 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         # patch left without its name, ready or restartCount is read back with "", false, 0
         fill_zeros(found.unfilled)
     if found.emptied and rtype.custom is None:
-        # ``args: []`` stored as protobuf reads back as a nil slice: left out, or null
-        empty_collections(found.emptied)
+        # ``args: []`` stored as protobuf reads back as a nil slice: left out, as Go's JSON
+        # encoder leaves it out for admission too; ``rules: []`` is null once stored
+        # (``stored_form``), ``[]`` to admission
+        empty_collections(found.emptied, decoded=True)
     _check_name(obj, name)
     _require(rtype, obj, found)
     return obj
@@ -392,7 +395,19 @@ def fill_zero_values(rtype: ResourceType, obj: dict[str, Any], stored: dict[str,
     if found.unfilled:
         fill_zeros(found.unfilled)
     if found.emptied:
-        empty_collections(found.emptied)
+        empty_collections(found.emptied, decoded=True)
+
+
+def to_stored_form(rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, changed: bool) -> None:
+    """Give a built-in object about to be stored, admitted and validated, the form upstream's
+    protobuf storage reads it back in: its empty lists without ``omitempty``, ``[]`` to
+    admission, null (``validation.stored_form``; ``changed``: mutating admission changed it).
+    ``old``: the stored object it replaces. Custom resources, stored as JSON, keep theirs."""
+    if rtype.custom is not None:
+        return
+    shape = shape_of(rtype.group, rtype.version, rtype.kind)
+    if shape is not None:
+        stored_form(shape, obj, old, changed)
 
 
 def unknown_fields(rtype: ResourceType, obj: dict[str, Any], paths: list[str]) -> None:

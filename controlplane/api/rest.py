@@ -137,6 +137,7 @@ from .fieldvalidation import (
     decode_patch,
     fill_zero_values,
     request_scope,
+    to_stored_form,
     warning_headers,
 )
 from .gojson import NumberOutOfRange, interpret_error, summarize, syntax_error
@@ -1196,8 +1197,9 @@ class KubeApi:
                 meta.pop("generation", None)  # (0 is Go's zero value: never serialised)
         built_in = functools.partial(self._built_in_create_admission, rtype, namespace, obj)
         await built_in()
-        if await self._mutating_admission(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
-                                          generated_name=not name, built_in=built_in):  # the last mutating admission
+        mutated = await self._mutating_admission(rtype, namespace, meta.get("name") or "", "CREATE", obj, None, None,
+                                                 generated_name=not name, built_in=built_in)
+        if mutated:  # (by the last mutating admission)
             meta = obj["metadata"]
         if rtype is self._pods and isinstance(obj.get("spec"), dict) and isinstance(obj.get("status"), dict):
             obj["status"]["qosClass"] = qos_class(obj["spec"])  # once admission set the resources (upstream)
@@ -1235,6 +1237,7 @@ class KubeApi:
                 finalizers = meta.setdefault("finalizers", [])
                 if protection not in finalizers:
                     finalizers.append(protection)
+            to_stored_form(rtype, obj, None, mutated)  # (admission saw rules: [], the storage keeps null)
             obj = _metadata_first(obj)
             for attempt in range(8):
                 if not name:
@@ -1423,9 +1426,10 @@ class KubeApi:
                 obj = _split_status(rtype, subresource, old, obj)
                 if manager is not None:
                     managedfields.record_write(rtype, old, obj, manager, subresource)
-                write = await self._update_admission(rtype, namespace, name, obj, old, subresource)
+                write, mutated = await self._update_admission(rtype, namespace, name, obj, old, subresource)
                 try:
                     await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
+                    to_stored_form(rtype, obj, old, mutated)  # (before the comparison: upstream compares the bytes)
                     if self._deletes(rtype, obj):
                         await self._aborted(write)  # (deleted: _finish releases what it held)
                         return await self._finish(rtype, key, name, obj, current.mod_revision)
@@ -1518,9 +1522,10 @@ class KubeApi:
                 if rtype.namespaced:
                     meta["namespace"] = namespace
                 obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
-                write = await self._update_admission(rtype, namespace, name, obj, old, subresource)
+                write, mutated = await self._update_admission(rtype, namespace, name, obj, old, subresource)
                 try:
                     await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
+                    to_stored_form(rtype, obj, old, mutated)  # (before the comparison: upstream compares the bytes)
                     if self._deletes(rtype, obj):
                         await self._aborted(write)  # (deleted: _finish releases what it held)
                         try:
@@ -1606,7 +1611,7 @@ class KubeApi:
                 meta["managedFields"] = fields
             if rtype.namespaced:
                 meta["namespace"] = namespace
-            await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
+            mutated = await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
             if self.authorizer is not None and rtype.group == RBAC_GROUP:
                 await self._rbac_escalation(rtype, namespace, name, obj, old)
             self._admit(rtype, obj, old, subresource)
@@ -1614,6 +1619,7 @@ class KubeApi:
                 await self._reserve(write, rtype, namespace, name, obj, old)
             try:
                 await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
+                to_stored_form(rtype, obj, old, mutated)
                 if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
                     await self._aborted(write)
                     return _object(current.value, current.mod_revision), False
@@ -1924,16 +1930,17 @@ class KubeApi:
                 meta["labels"] = {**(labels if isinstance(labels, dict) else {}), **topology}
 
     async def _mutating_update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
-                                         obj: dict[str, Any], old: dict[str, Any], subresource: str | None) -> None:
+                                         obj: dict[str, Any], old: dict[str, Any], subresource: str | None) -> bool:
         """Mutating admission of an update, after its strategy: a resize gets its namespace's
         LimitRange defaults (upstream's LimitRanger takes pods/resize, and no other pod update;
         again in the second round; its bounds are checked in validating admission); then the
-        policies and webhooks."""
+        policies and webhooks. True: a policy or webhook changed ``obj``."""
         built_in = None
         if rtype is self._pods and subresource == "resize" and self._limit_ranger is not None:
             built_in = functools.partial(self._limit_ranger.admit, rtype, namespace, obj, annotate=False, old=old)
             await built_in()
-        await self._mutating_admission(rtype, namespace, name, "UPDATE", obj, old, subresource, built_in=built_in)
+        return await self._mutating_admission(rtype, namespace, name, "UPDATE", obj, old, subresource,
+                                              built_in=built_in)
 
     async def _mutating_admission(self, rtype: ResourceType, namespace: str | None, name: str, operation: str,
                                   obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None,
@@ -2181,19 +2188,20 @@ class KubeApi:
 
     async def _update_admission(self, rtype: ResourceType, namespace: str | None, name: str,
                                 obj: dict[str, Any], old: dict[str, Any],
-                                subresource: str | None) -> ServiceWrite | None:
+                                subresource: str | None) -> tuple[ServiceWrite | None, bool]:
         """An update's or a patch's object over ``old``, up to validating admission, in upstream's
         order: mutating admission, the RBAC escalation check, the strategy (defaults and
         validation, ``_admit``), and a Service's new allocations reserved. Returns the Service's
-        write, which the caller settles or aborts with the write's outcome."""
-        await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
+        write, which the caller settles or aborts with the write's outcome, and whether a
+        mutating policy or webhook changed ``obj``."""
+        mutated = await self._mutating_update_admission(rtype, namespace, name, obj, old, subresource)
         if self.authorizer is not None and rtype.group == RBAC_GROUP:
             await self._rbac_escalation(rtype, namespace, name, obj, old)
         write = self._allocating(rtype, old)
         self._admit(rtype, obj, old, subresource)
         if write is not None:
             await self._reserve(write, rtype, namespace, name, obj, old)
-        return write
+        return write, mutated
 
     def _allocates(self, rtype: ResourceType) -> bool:
         return rtype is self._services

@@ -61,6 +61,14 @@ a Role's ``rules``, an EndpointSlice's ``endpoints``), null; those are ``Shape.n
 too, null when absent. The walk notes the empty ones (``Findings.emptied``);
 ``empty_collections`` settles them. An empty struct (``emptyDir: {}``, ``resources: {}``) is
 a value, kept.
+
+Upstream's admission sees the object decoded from the request's JSON, not yet stored: the
+webhooks get it encoded by Go's JSON encoder, the admission policies' CEL as the unstructured
+converter makes it, both of which leave an empty ``omitempty`` list out but write an empty
+non-nil one without ``omitempty`` as ``[]`` (``rules: []``). So the decoding drops only the
+``omitempty`` ones (``empty_collections(..., decoded=True)``); the others are ``[]`` through
+admission and the strategy, and null once about to be stored (``stored_form``), as is every
+such list a strategy made and every empty list a mutating policy or webhook made.
 """
 
 from __future__ import annotations
@@ -93,6 +101,7 @@ __all__ = [
     "empty_collections",
     "fill_zeros",
     "same_once_stored",
+    "stored_form",
     "zero_nulls",
 ]
 
@@ -129,8 +138,7 @@ class Shape:
     """
 
     __slots__ = ("accepts", "bound", "collections", "empty_missing", "expect", "fields", "go_type", "items",
-                 "null_fields",
-                 "null_fill", "parse", "required", "struct", "values", "zeros")
+                 "nil_plan", "null_fields", "null_fill", "parse", "required", "struct", "values", "zeros")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -159,6 +167,10 @@ class Shape:
         self.collections: frozenset[str] = frozenset()
         # the required ones of those that are missing when empty too (``_EMPTY_REQUIRED``)
         self.empty_missing: frozenset[str] = frozenset()
+        # of such a struct, once ``stored_form`` asked: its list and map fields without
+        # ``omitempty`` (``_NIL_WRITTEN``), and the fields under which another such struct
+        # has some (``_nil_plan``)
+        self.nil_plan: NilPlan | None = None
         # of a built-in type: the Go type Go's decoder names in its errors (``int32``,
         # ``[]v1.Container``, ``map[string]string``), and a struct's type name (``PodSpec``)
         self.go_type = ""
@@ -855,20 +867,52 @@ def _collection(shape: Shape) -> bool:
     return shape.expect == "array" or (shape.fields is None and shape.values is not None)
 
 
-def empty_collections(emptied: list[tuple[dict[str, Any], str, bool]]) -> None:
+def empty_collections(emptied: list[tuple[dict[str, Any], str, bool]], decoded: bool = False) -> None:
     """The empty lists and maps ``Shape.check`` found in a built-in object's structs
     (``Findings.emptied``) as kube-apiserver reads them back: null where Go writes the field
     without ``omitempty`` (``_NIL_WRITTEN``), else left out (in place). Upstream stores the
     built-in kinds as protobuf, which has no empty repeated field or map, so ``args: []`` or
     ``labels: {}`` is a nil slice or map once stored, and in the create's response (decoded
-    from the bytes written). Not for custom resources: stored as JSON, they keep ``[]``."""
+    from the bytes written). Not for custom resources: stored as JSON, they keep ``[]``.
+
+    ``decoded``: the object was just decoded, and admission is to see it: only the
+    ``omitempty`` ones go (Go's JSON encoder, which makes what the webhooks see, leaves them
+    out too); the others stay ``[]`` until ``stored_form``."""
     for obj, key, null in emptied:
         if obj.get(key):  # (no longer empty: not what the walk saw)
             continue
-        if null:
-            obj[key] = None
-        else:
+        if not null:
             obj.pop(key, None)
+        elif not decoded:
+            obj[key] = None
+
+
+# a struct's ``Shape.nil_plan``: (its fields without ``omitempty`` that are lists or maps,
+# (field, Shape) of those under which another struct has some)
+NilPlan = tuple[tuple[str, ...], tuple[tuple[str, Shape], ...]]
+_NO_NILS: NilPlan = ((), ())
+
+
+def stored_form(shape: Shape, obj: dict[str, Any], known: dict[str, Any] | None, changed: bool) -> None:
+    """A built-in object about to be stored (admitted, validated) given the form upstream's
+    protobuf storage gives it back in (in place): its empty lists and maps without
+    ``omitempty``, ``[]`` through admission (``empty_collections``), null. ``known``: the stored
+    object it replaces, whose parts ``obj`` shares are not looked at (stored so already).
+
+    ``changed``: a mutating admission policy or webhook changed the object, which may have
+    added empty lists anywhere (``imagePullSecrets: []``): the whole object is walked again, as
+    decoding their patch into the Go type would see it, and every empty list settled.
+    Otherwise only the paths to the structs with such fields are followed (a pod's
+    ``spec.containers``, its volumes' ``projected.sources``, ...: a few lookups), the
+    ``omitempty`` ones having gone when the request was decoded. (The strategies and the
+    built-in admission here add no empty list.)"""
+    if changed:
+        found = shape.check(obj, count_keys=False, known=known)
+        if found.emptied:
+            empty_collections(found.emptied)
+        return
+    if shape.fields is not None and obj is not known:
+        _nil_struct(shape, obj, known)
 
 
 _NIL_ALIKE: tuple[Any, ...] = (None, [], {})
@@ -887,6 +931,86 @@ def same_once_stored(a: Any, b: Any) -> bool:
     if type(a) is list and type(b) is list:
         return len(a) == len(b) and all(map(same_once_stored, a, b))
     return a in _NIL_ALIKE and b in _NIL_ALIKE  # (0 and False are neither: == tells them from these)
+
+
+def _nil_walk(shape: Shape, value: Any, known: Any) -> None:
+    """``stored_form``'s walk of ``value`` (a dict or a list) along the nil plans."""
+    if value is known:
+        return
+    if type(value) is list:
+        items = shape.items
+        if items is None:
+            return
+        known_list = known if type(known) is list else None
+        for i, v in enumerate(value):
+            if type(v) is dict or type(v) is list:
+                _nil_walk(items, v, known_list[i] if known_list is not None and i < len(known_list) else None)
+        return
+    if type(value) is not dict:
+        return
+    if shape.fields is not None:
+        _nil_struct(shape, value, known)
+        return
+    values = shape.values  # a map: its values
+    if values is not None:
+        known_map = known if type(known) is dict else None
+        for k, v in value.items():
+            if type(v) is dict or type(v) is list:
+                _nil_walk(values, v, known_map.get(k) if known_map is not None else None)
+
+
+def _nil_struct(shape: Shape, value: dict[str, Any], known: Any) -> None:
+    """``_nil_walk`` of a struct: its own fields settled, then those below followed, a list of
+    structs (a pod's volumes) without a call per item's type checks."""
+    here, below = shape.nil_plan or _nil_plan(shape, set())
+    for k in here:
+        v = value.get(k)
+        if (type(v) is list or type(v) is dict) and not v:
+            value[k] = None
+    known_obj = known if type(known) is dict else None
+    for k, sub in below:
+        v = value.get(k)
+        if v is None:
+            continue
+        was = known_obj.get(k) if known_obj is not None else None
+        if v is was:
+            continue  # as stored
+        items = sub.items
+        if type(v) is dict and sub.fields is not None:
+            _nil_struct(sub, v, was)
+        elif type(v) is list and was is None and items is not None and items.fields is not None:
+            for item in v:
+                if type(item) is dict:
+                    _nil_struct(items, item, None)
+        else:
+            _nil_walk(sub, v, was)
+
+
+def _nil_plan(shape: Shape, visiting: set[int]) -> NilPlan:
+    """A struct's ``Shape.nil_plan``, made once. A recursive type (JSONSchemaProps, which has
+    no such field) is not followed into itself."""
+    if shape.nil_plan is not None:
+        return shape.nil_plan
+    if id(shape) in visiting:
+        return _NO_NILS
+    visiting.add(id(shape))
+    here = tuple(k for k in shape.null_fields if k in shape.collections)
+    below = tuple((k, sub) for k, sub in (shape.fields or {}).items() if _has_nils(sub, visiting))
+    visiting.discard(id(shape))
+    plan = (here, below) if here or below else _NO_NILS
+    shape.nil_plan = plan
+    return plan
+
+
+def _has_nils(shape: Shape, visiting: set[int]) -> bool:
+    """Whether a value of ``shape`` (a struct, or lists and maps of them) may hold a list or
+    map field without ``omitempty``."""
+    while shape.fields is None:
+        below = shape.items if shape.items is not None else shape.values
+        if below is None:
+            return False
+        shape = below
+    return _nil_plan(shape, visiting) is not _NO_NILS
 
 
 def _zero_fields(name: str, node: Schema, fields: dict[str, Shape]) -> tuple[tuple[str, Any], ...]:

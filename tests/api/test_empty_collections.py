@@ -53,6 +53,28 @@ async def test_a_list_without_omitempty_reads_back_null(client: Client) -> None:
     assert patched["rules"] is None
 
 
+async def test_rules_null_once_stored_are_the_same_rules_as_an_updates_empty_ones(client: Client) -> None:
+    """An update's ``rules: []`` is ``[]`` through admission and null once stored: the same as
+    the stored null, as upstream compares the bytes it would store (no write, no new
+    resourceVersion) and its strategies compare Go values (no new generation)."""
+    created = await client.create(ROLES, {"metadata": {"name": "same"}, "rules": []})
+    again = await client.update(f"{ROLES}/same", {**created, "rules": []})
+    assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    patched = await client.patch(f"{ROLES}/same", {"rules": []}, "merge")
+    assert patched["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    job = {"metadata": {"name": "j"}, "spec": {
+        "podFailurePolicy": {"rules": []},
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}
+    jobs = resource_path("batch", "v1", "jobs", "default")
+    made = await client.create(jobs, job)
+    assert made["spec"]["podFailurePolicy"] == {"rules": None} and made["metadata"]["generation"] == 1
+    made["spec"]["podFailurePolicy"]["rules"] = []
+    made["metadata"].setdefault("labels", {})["touched"] = "yes"  # (a write, of no new generation)
+    updated = await client.update(f"{jobs}/j", made)
+    assert updated["metadata"]["labels"]["touched"] == "yes"
+    assert updated["spec"]["podFailurePolicy"] == {"rules": None} and updated["metadata"]["generation"] == 1
+
+
 async def test_updates_and_patches_of_every_type(client: Client) -> None:
     created = await client.create(DEPLOYMENTS, deployment("d"))
     created["spec"]["template"]["spec"]["tolerations"] = []

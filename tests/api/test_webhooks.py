@@ -134,6 +134,24 @@ def test_a_mutating_webhooks_patch_is_applied_and_its_review_is_upstreams(api: A
     assert generated.get("name") is None
 
 
+def test_a_webhook_sees_the_empty_lists_as_upstreams_does_before_they_are_stored(api: Api, hook: WebhookServer) -> None:
+    """Upstream's webhooks get the object decoded from the request, as Go's JSON encoder writes
+    it: an empty ``omitempty`` list left out, one without ``omitempty`` (a projected volume's
+    ``sources``) ``[]``; protobuf storage makes that one nil: null in the response and reads."""
+    api.configure(VALIDATING, "sees", [webhook("sees.example.com", hook, "/allow")])
+    pod = api.pod("empties")
+    pod["spec"]["containers"][0]["args"] = []
+    pod["spec"]["volumes"] = [{"name": "p", "projected": {"sources": []}}]
+    r = api.http.post(PODS, json=pod)
+    assert r.status_code == 201, r.text
+    (review,) = [rv for rv in hook.seen("/allow") if rv.get("name") == "empties"]
+    seen = review["object"]["spec"]
+    assert "args" not in seen["containers"][0]
+    assert [v["projected"]["sources"] for v in seen["volumes"] if v["name"] == "p"] == [[]]
+    for stored in (r.json(), api.http.get(f"{PODS}/empties").json()):
+        assert [v["projected"]["sources"] for v in stored["spec"]["volumes"] if v["name"] == "p"] == [None]
+
+
 def test_a_validating_webhooks_refusal_as_kubectl_shows_it(api: Api, hook: WebhookServer, served: Serve) -> None:
     api.configure(VALIDATING, "deny", [webhook("deny.example.com", hook, "/deny",
                                                objectSelector={"matchLabels": {"bad": "true"}})])

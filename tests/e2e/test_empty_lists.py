@@ -2,11 +2,14 @@
 serves them from its protobuf storage: left out where the Go field is ``omitempty``, ``null``
 where it is not (a Role's ``rules``), in the create's response as in later reads; a
 ``kubectl apply`` last-applied annotation keeps what was sent; a custom resource, stored as
-JSON, keeps its ``[]`` (``registry/validation.py``: ``empty_collections``)."""
+JSON, keeps its ``[]`` (``registry/validation.py``: ``empty_collections``). Admission sees the
+object decoded, not yet stored: a ValidatingAdmissionPolicy sees a Role's ``rules: []``; the
+empty lists a MutatingAdmissionPolicy adds are stored as any others (``stored_form``)."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -158,3 +161,99 @@ def test_an_empty_list_upstream_takes_is_stored_so_that_it_can_be_replaced(serve
         assert _get(served, kind, body["metadata"]["name"])["metadata"]["labels"]["replaced"] == "yes"
     no_spec = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "no-limits"}, "spec": {}}
     kubectl(served, "create", "-f", "-", stdin=json.dumps(no_spec))
+
+
+SEES_EMPTY_RULES = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: empty-rules}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [rbac.authorization.k8s.io], apiVersions: [v1], operations: [CREATE], resources: [roles]}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: seen}}
+  validations:
+  - {expression: "has(object.rules) && size(object.rules) == 0", message: "rules are not []"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: empty-rules}
+spec: {policyName: empty-rules, validationActions: [Deny]}
+"""
+
+
+def test_a_validating_policy_sees_the_empty_rules_that_are_stored_null(served: Serve, api: client.ApiClient) -> None:
+    # upstream's policies see the object decoded from the request, as the unstructured converter
+    # makes it: a non-nil empty slice of a field without omitempty is [] there; protobuf storage
+    # makes it nil, null in the response and reads
+    kubectl(served, "create", "namespace", "seen")
+    kubectl(served, "apply", "-f", "-", stdin=SEES_EMPTY_RULES)
+    rbac = client.RbacAuthorizationV1Api(api)
+    rule = client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get"])
+    deadline = time.monotonic() + 10
+    refused: client.ApiException | None = None
+    for attempt in range(1000):  # the policy reaches admission through the watch caches
+        try:
+            rbac.create_namespaced_role("seen", client.V1Role(metadata=client.V1ObjectMeta(name=f"probe{attempt}"),
+                                                              rules=[rule]))
+        except client.ApiException as e:
+            refused = e
+            break
+        assert time.monotonic() < deadline, "the policy was never enforced"
+        time.sleep(0.05)
+    assert refused is not None and refused.status == 422 and "rules are not []" in refused.body, refused
+    response: Any = rbac.create_namespaced_role("seen", client.V1Role(metadata=client.V1ObjectMeta(name="empty"),
+                                                                      rules=[]), _preload_content=False)
+    assert json.loads(response.data)["rules"] is None  # admitted on [], answered as stored
+    response = rbac.read_namespaced_role("empty", "seen", _preload_content=False)
+    assert json.loads(response.data)["rules"] is None
+    kubectl(served, "delete", "-f", "-", stdin=SEES_EMPTY_RULES)
+
+
+ADDS_EMPTY_LISTS = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: empty-lists}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: mutated}}
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        [JSONPatch{op: "add", path: "/metadata/annotations", value: {"mutated": "yes"}},
+         JSONPatch{op: "add", path: "/metadata/labels", value: {}},
+         JSONPatch{op: "add", path: "/spec/imagePullSecrets", value: []},
+         JSONPatch{op: "add", path: "/spec/containers/0/args", value: []},
+         JSONPatch{op: "add", path: "/spec/volumes", value: [{"name": "p", "projected": {"sources": []}}]}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: empty-lists}
+spec: {policyName: empty-lists}
+"""
+
+
+def test_the_empty_lists_a_mutating_policy_adds_are_stored_as_upstream_stores_them(served: Serve) -> None:
+    # upstream decodes the patched object into the Go type and stores it as protobuf: the empty
+    # omitempty lists and maps are left out, a projected volume's sources (no omitempty) null
+    kubectl(served, "create", "namespace", "mutated")
+    kubectl(served, "apply", "-f", "-", stdin=ADDS_EMPTY_LISTS)
+    deadline = time.monotonic() + 10
+    for attempt in range(1000):  # the binding reaches admission through the watch caches
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{attempt}", "namespace": "mutated"},
+               "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}], "automountServiceAccountToken": False}}
+        created = json.loads(kubectl(served, "create", "-f", "-", "-o", "json", stdin=json.dumps(pod)))
+        if (created["metadata"].get("annotations") or {}).get("mutated") == "yes":
+            break
+        assert time.monotonic() < deadline, "the policy was never applied"
+        time.sleep(0.05)
+    for pod in (created, _get(served, "pod", created["metadata"]["name"], "-n", "mutated")):
+        assert "labels" not in pod["metadata"]
+        assert "imagePullSecrets" not in pod["spec"] and "args" not in pod["spec"]["containers"][0]
+        [volume] = pod["spec"]["volumes"]
+        assert volume["projected"]["sources"] is None, volume
+    kubectl(served, "delete", "-f", "-", stdin=ADDS_EMPTY_LISTS)
