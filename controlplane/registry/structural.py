@@ -881,7 +881,9 @@ def _list_type_problems(schema: Schema, path: str) -> list[Cause]:
         causes.append(_invalid(f"{path}.items.type", items.get("type", ""), "must be object if parent array's "
                                "x-kubernetes-list-type is map"))
         return causes
-    properties = items.get("properties") or {}
+    properties = items.get("properties")
+    if not isinstance(properties, dict):  # (none, or not an object: _structure says so of the items)
+        properties = {}
     for i, key in enumerate(keys):
         prop = properties.get(key)
         if prop is None:
@@ -930,7 +932,9 @@ def _extension_problems(schema: Schema, path: str) -> list[Cause]:
                            "message": f"Forbidden: cannot be nullable when x-kubernetes-list-type is {list_type}"})
         if list_type == "map":
             required = set(items.get("required") or ())
-            properties = items.get("properties") or {}
+            properties = items.get("properties")
+            if not isinstance(properties, dict):  # (_structure says so of the items)
+                properties = {}
             for key in schema.get("x-kubernetes-list-map-keys") or ():
                 prop = properties.get(key)
                 if not isinstance(prop, dict):
