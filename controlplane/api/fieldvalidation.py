@@ -383,19 +383,26 @@ def _json_type(value: Any) -> str:
 
 def fill_zero_values(rtype: ResourceType, obj: dict[str, Any], stored: dict[str, Any] | None) -> None:
     """Give ``obj`` (an object another path than ``check_object`` made: a server-side
-    apply's merge) the fields Go always writes, and its empty lists and maps the form
-    upstream stores them in, as ``check_object`` does; the parts equal to ``stored``'s are
-    not walked."""
+    apply's merge) the fields Go always writes, its nulls their Go type's zero value, and
+    its empty lists and maps the form upstream stores them in, as ``check_object`` does;
+    the parts equal to ``stored``'s are not walked. A required field missing (an item a
+    null made an empty struct, one applied as ``{}``) is 422 Invalid, as in a create or
+    update: the merge keeps what it was sent, and stored, ``subjects: [null]`` was an
+    object its next update refused."""
     if rtype.custom is not None:
         return
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
     if shape is None:
         return
     found = shape.check(obj, count_keys=False, known=stored)
+    if found.nulls and zero_nulls(found.nulls):
+        again = shape.check(obj, count_keys=False, known=stored)
+        found.missing, found.unfilled, found.emptied = again.missing, again.unfilled, again.emptied
     if found.unfilled:
         fill_zeros(found.unfilled)
     if found.emptied:
         empty_collections(found.emptied, decoded=True)
+    _require(rtype, obj, found)
 
 
 def to_stored_form(rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None, changed: bool) -> None:

@@ -337,3 +337,31 @@ def test_a_creates_field_set_is_upstreams_for_atomic_and_by_value_structs(served
     ok(served, "patch", "event", "unsourced", "--type=merge", "-p", '{"source": {"host": "n1"}}',
        "--field-manager", "hoster")
     assert managers(get(served, "event", "unsourced"))[("hoster", "Update")] == {"f:source": {"f:host": {}}}
+
+
+def test_an_apply_leaving_a_required_field_missing_is_refused_never_stored(api: client.ApiClient) -> None:
+    # A null item applied (an empty struct once decoded) or an item applied as {} was stored
+    # as sent, and every later update of the object read back was then refused.
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "ssa-null"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"kind": "User", "name": "u", "apiGroup": "rbac.authorization.k8s.io"}]}
+    slice_ = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "ssa-empty"},
+              "spec": {"driver": "x.example.com", "nodeName": "n", "pool": {"name": "p", "resourceSliceCount": 1},
+                       "devices": [{"name": "d", "capacity": {"mem": {"value": "1Gi"}}}]}}
+    cases: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
+        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/ssa-null", binding, {**binding, "subjects": [None]},
+         ["subjects[0].kind", "subjects[0].name"]),
+        ("/apis/resource.k8s.io/v1/resourceslices/ssa-empty", slice_,
+         {**slice_, "spec": {**slice_["spec"], "devices": [{"name": "d", "capacity": {"mem": {}}}]}},
+         ["spec.devices[0].capacity.mem.value"]),
+    ]
+    for path, body, broken, missing in cases:
+        created = raw_apply(api, path, body, fieldManager="first")
+        with pytest.raises(ApiException) as err:
+            raw_apply(api, path, broken, fieldManager="second", force="true")
+        assert err.value.status == 422, err.value.body
+        causes = orjson.loads(err.value.body)["details"]["causes"]
+        assert [(c["field"], c["message"]) for c in causes] == [(f, "Required value") for f in missing]
+        stored = raw_patch(api, path, "application/merge-patch+json", {})
+        assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
