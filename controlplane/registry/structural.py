@@ -813,6 +813,14 @@ _TYPE_NAMES = {str: "a string", dict: "an object", list: "an array", bool: "a bo
                float: "a number"}
 
 
+def _keyword(schema: Schema, key: str, empty: Any) -> Any:
+    """``schema[key]`` if it is of its keyword's JSON type, else ``empty``: for the checks that
+    look into another schema than their own (a list's ``items``, which no Go type decodes
+    here), where one of another type is ``_keyword_problems``' to report at its own path."""
+    value = schema.get(key)
+    return empty if value is None or _keyword_problems({key: value}, "") else value
+
+
 def _keyword_problems(schema: Schema, path: str) -> list[Cause]:
     """Keywords of the wrong JSON type (upstream cannot even decode those)."""
     causes = []
@@ -866,7 +874,7 @@ def _list_type_problems(schema: Schema, path: str) -> list[Cause]:
                                   '"map"'})
     if list_type != "map":
         return causes
-    keys = schema.get("x-kubernetes-list-map-keys") or []
+    keys = _keyword(schema, "x-kubernetes-list-map-keys", [])
     if not keys:
         causes.append(_required(f"{path}.x-kubernetes-list-map-keys", "must not be empty if x-kubernetes-list-type "
                                 "is map"))
@@ -881,9 +889,7 @@ def _list_type_problems(schema: Schema, path: str) -> list[Cause]:
         causes.append(_invalid(f"{path}.items.type", items.get("type", ""), "must be object if parent array's "
                                "x-kubernetes-list-type is map"))
         return causes
-    properties = items.get("properties")
-    if not isinstance(properties, dict):  # (none, or not an object: _structure says so of the items)
-        properties = {}
+    properties = _keyword(items, "properties", {})
     for i, key in enumerate(keys):
         prop = properties.get(key)
         if prop is None:
@@ -931,11 +937,9 @@ def _extension_problems(schema: Schema, path: str) -> list[Cause]:
             causes.append({"reason": "FieldValueForbidden", "field": f"{path}.items.nullable",
                            "message": f"Forbidden: cannot be nullable when x-kubernetes-list-type is {list_type}"})
         if list_type == "map":
-            required = set(items.get("required") or ())
-            properties = items.get("properties")
-            if not isinstance(properties, dict):  # (_structure says so of the items)
-                properties = {}
-            for key in schema.get("x-kubernetes-list-map-keys") or ():
+            required = set(_keyword(items, "required", ()))
+            properties = _keyword(items, "properties", {})
+            for key in _keyword(schema, "x-kubernetes-list-map-keys", ()):
                 prop = properties.get(key)
                 if not isinstance(prop, dict):
                     continue

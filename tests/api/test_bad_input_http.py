@@ -144,10 +144,14 @@ async def test_crd_schemas_misusing_x_kubernetes_extensions_are_refused_as_upstr
          f'{at}.x-kubernetes-map-type: Unsupported value: "bogus": supported values: "atomic", "granular"'),
         ({"type": "object", "x-kubernetes-preserve-unknown-fields": False},
          f"{at}.x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"),
-        # a map list's item schema whose properties are not schemas: was a 500 (the keys looked up in it)
+        # a map list's item schema whose properties or required are of another type: were 500s (the
+        # keys looked up in them)
         ({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"],
           "items": {**item, "required": ["a"], "properties": "-1"}},
          f'{at}.items.properties: Invalid value: "-1": must be an object'),
+        ({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"],
+          "items": {**item, "required": 5}},
+         f"{at}.items.required: Invalid value: 5: must be an array of strings"),
     ]
     for field, cause in bad:
         resp = await served.http.post(CRDS, json=widget_crd(field))
