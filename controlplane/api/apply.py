@@ -33,7 +33,7 @@ from ..registry.managedfields import (
     manager_from_user_agent,
 )
 from ..registry.strategies import default
-from ..registry.validation import shape_of
+from ..registry.validation import Shape, metadata_shape, shape_of
 from .errors import ApiError
 from .fieldvalidation import add_warning, field_validation, note_yaml_duplicates, yaml_unmarshal_errors
 from .params import flag
@@ -304,19 +304,28 @@ def _check_config(rtype: ResourceType, config: dict[str, Any]) -> None:
     schema before it merges it: a field the schema does not declare, a value of another
     type (or an integer past its Go type) cannot be, whatever ``fieldValidation`` says.
     A 400, as this server answers the configurations it cannot walk (kube-apiserver's
-    error is the same, though its status code is a 500 for now)."""
+    error is the same, though its status code is a 500 for now). A custom resource's
+    ``metadata`` is ObjectMeta whatever its CRD says, as upstream's field manager types it
+    (``labels: {a: 1}`` applied was stored, then refused by every update of the object)."""
+    errors: list[str] = []
+    if rtype.custom is not None:
+        _typed_errors(metadata_shape(), {"metadata": config["metadata"]}, errors)
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
-    if shape is None:
-        return
-    found = shape.check(config, count_keys=False)
-    errors = [f".{path}: expected {expected}, got {given}" for path, given, expected in found.mismatched]
-    errors += [f".{p[len('unknown field ') + 1:-1]}: field not declared in schema" for p in found.problems
-               if p.startswith("unknown field ")]
-    errors += found.malformed
+    if shape is not None:
+        _typed_errors(shape, config, errors)
     if errors:
         why = errors[0] if len(errors) == 1 else "errors:\n" + "\n".join("  " + e for e in errors)
         raise ApiError.bad_request(f"failed to create typed patch object ({rtype.group_version}, "
                                    f"Kind={rtype.kind}): {why}")
+
+
+def _typed_errors(shape: Shape, config: dict[str, Any], errors: list[str]) -> None:
+    """What keeps ``config`` from being a typed value of ``shape``, in the field manager's words."""
+    found = shape.check(config, count_keys=False)
+    errors += [f".{path}: expected {expected}, got {given}" for path, given, expected in found.mismatched]
+    errors += [f".{p[len('unknown field ') + 1:-1]}: field not declared in schema" for p in found.problems
+               if p.startswith("unknown field ")]
+    errors += found.malformed
 
 
 # Built-in types whose create-time defaults allocate (a Service's cluster IPs and node

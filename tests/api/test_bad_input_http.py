@@ -510,3 +510,27 @@ async def test_a_cel_rules_failed_conversion_or_overflow_is_worded_as_cel_go(ser
             if (await served.http.get(f"{CRDS}/widgets.fz.io")).status_code == 404:
                 break
             await asyncio.sleep(0.1)
+
+
+async def test_a_custom_resources_applied_metadata_is_typed_as_object_meta(served: Served) -> None:
+    # applied over an existing object, these were stored, and every PUT of the object read
+    # back was then refused (400: cannot unmarshal ... into Go struct field ObjectMeta)
+    widgets = "/apis/fz.io/v1/namespaces/default/widgets"
+    assert (await served.http.post(CRDS, json=widget_crd({"type": "integer"}))).status_code == 201
+    for _ in range(50):
+        if (await served.http.get(widgets)).status_code == 200:
+            break
+        await asyncio.sleep(0.1)
+    widget = {"apiVersion": "fz.io/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"x": 1}}
+    created = await served.client.create(widgets, widget)
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+    for meta, why in (({"labels": {"a": 1}}, ".metadata.labels.a: expected string, got number"),
+                      ({"finalizers": "x"}, ".metadata.finalizers: expected array, got string"),
+                      ({"ownerReferences": 5}, ".metadata.ownerReferences: expected array, got number")):
+        resp = await served.http.patch(f"{widgets}/w", params={"fieldManager": "m", "force": "true"}, headers=apply,
+                                       json={**widget, "metadata": {"name": "w", **meta}})
+        status = assert_status(resp, 400, "BadRequest")
+        assert status["message"] == f"failed to create typed patch object (fz.io/v1, Kind=Widget): {why}"
+    stored = await served.client.get(f"{widgets}/w")
+    assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert (await served.http.put(f"{widgets}/w", json=stored)).status_code == 200
