@@ -388,8 +388,14 @@ def fill_zero_values(rtype: ResourceType, obj: dict[str, Any], stored: dict[str,
     the parts equal to ``stored``'s are not walked. A required field missing (an item a
     null made an empty struct, one applied as ``{}``) is 422 Invalid, as in a create or
     update: the merge keeps what it was sent, and stored, ``subjects: [null]`` was an
-    object its next update refused."""
+    object its next update refused. Of a custom resource, only the metadata's nulls (its
+    ObjectMeta's, as ``_check_custom_metadata``; the rest is its schema's to prune)."""
     if rtype.custom is not None:
+        meta = obj.get("metadata")
+        if type(meta) is dict:
+            found = metadata_shape().check({"metadata": meta}, count_keys=False)
+            if found.nulls:
+                zero_nulls(found.nulls)
         return
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
     if shape is None:

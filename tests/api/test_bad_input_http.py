@@ -531,6 +531,12 @@ async def test_a_custom_resources_applied_metadata_is_typed_as_object_meta(serve
                                        json={**widget, "metadata": {"name": "w", **meta}})
         status = assert_status(resp, 400, "BadRequest")
         assert status["message"] == f"failed to create typed patch object (fz.io/v1, Kind=Widget): {why}"
+    # a null finalizer is Go's "" once decoded: refused by the validation, as a create's is
+    resp = await served.http.patch(f"{widgets}/w", params={"fieldManager": "m", "force": "true"}, headers=apply,
+                                   json={**widget, "metadata": {"name": "w", "finalizers": [None]}})
+    status = assert_status(resp, 422, "Invalid")
+    assert status["details"]["causes"][0]["field"] == "metadata.finalizers"
+    assert status["details"]["causes"][0]["message"].startswith('Invalid value: "": name part must be non-empty')
     stored = await served.client.get(f"{widgets}/w")
     assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     assert (await served.http.put(f"{widgets}/w", json=stored)).status_code == 200
