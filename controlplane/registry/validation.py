@@ -724,6 +724,10 @@ _ABSENT_ACCEPTED: dict[str, frozenset[str]] = {
     # a pod spec's containers, required by the pod validation of a Pod and of every template but
     # a StatefulSet's, which upstream does not validate (ValidatePodTemplateSpecForStatefulSet)
     "io.k8s.api.core.v1.PodSpec": frozenset({"containers"}),
+    # a NodeSelector's terms, one at least (none, null or []) by ValidateNodeSelector's hand-written
+    # checks in a pod spec, a PersistentVolume's node affinity and DRA's node selectors; a
+    # StatefulSet's template is not validated (above): none, or [] stored as none, is taken
+    "io.k8s.api.core.v1.NodeSelector": frozenset({"nodeSelectorTerms"}),
     # an admission policy's, in validateValidatingAdmissionPolicySpec's order and words
     # (``expression is not specified``, ``at least one validation action is required``)
     "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec": frozenset(

@@ -302,6 +302,15 @@ def _recycles_root(spec: Obj) -> bool:
     return path.startswith("/") and posixpath.normpath("/" + path.lstrip("/")) == "/"
 
 
+def _node_affinity(affinity: Any, at: str) -> Causes:
+    """``validateVolumeNodeAffinity``'s ``ValidateNodeSelector`` of ``required``: one term at least
+    (none, null or ``[]``; the schema leaves a NodeSelector's terms to the hand-written checks)."""
+    selector = affinity.get("required") if isinstance(affinity, dict) else None
+    if isinstance(selector, dict) and not selector.get("nodeSelectorTerms"):
+        return [required(f"{at}.required.nodeSelectorTerms", "must have at least one node selector term")]
+    return []
+
+
 def persistent_volume_spec_causes(spec: Obj, at: str, inline: bool = False) -> Causes:
     """``ValidatePersistentVolumeSpec`` of the spec at path ``at``, in upstream's order;
     ``inline``: a VolumeAttachment's ``inlineVolumeSpec`` (see the module's docstring)."""
@@ -312,6 +321,7 @@ def persistent_volume_spec_causes(spec: Obj, at: str, inline: bool = False) -> C
     causes += _reclaim_policy(spec.get("persistentVolumeReclaimPolicy"), f"{at}.persistentVolumeReclaimPolicy", inline)
     if inline and spec.get("nodeAffinity") is not None:
         causes.append(forbidden(f"{at}.nodeAffinity", INLINE))
+    causes += _node_affinity(spec.get("nodeAffinity"), f"{at}.nodeAffinity")
     causes += _sources(spec, at, inline)
     if _recycles_root(spec):
         causes.append(forbidden(f"{at}.persistentVolumeReclaimPolicy",

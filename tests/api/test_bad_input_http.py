@@ -540,3 +540,17 @@ async def test_a_custom_resources_applied_metadata_is_typed_as_object_meta(serve
     stored = await served.client.get(f"{widgets}/w")
     assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     assert (await served.http.put(f"{widgets}/w", json=stored)).status_code == 200
+
+
+async def test_a_persistent_volumes_required_node_affinity_needs_a_term(served: Served) -> None:
+    # validateVolumeNodeAffinity's ValidateNodeSelector: [] was taken, stored null, and then
+    # every update of the volume read back was refused (nodeSelectorTerms: Required value)
+    for i, required in enumerate(({}, {"nodeSelectorTerms": []}, {"nodeSelectorTerms": None})):
+        resp = await served.http.post("/api/v1/persistentvolumes", json={
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv{i}"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/x"},
+                     "nodeAffinity": {"required": required}}})
+        status = assert_status(resp, 422, "Invalid")
+        assert [(c["field"], c["message"]) for c in status["details"]["causes"]] == [
+            ("spec.nodeAffinity.required.nodeSelectorTerms",
+             "Required value: must have at least one node selector term")]

@@ -148,10 +148,17 @@ def test_an_empty_list_upstream_takes_is_stored_so_that_it_can_be_replaced(serve
     sts: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "hollow"},
                            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "h"}},
                                     "template": {"metadata": {"labels": {"app": "h"}}, "spec": {"containers": []}}}}
+    # nor its node affinity: a required node selector without terms is taken (a Pod's is refused)
+    terms: dict[str, Any] = json.loads(json.dumps(sts))
+    terms["metadata"]["name"] = "anywhere"
+    terms["spec"]["template"]["spec"] = {"containers": [{"name": "c", "image": "busybox:1.36"}], "affinity": {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}}
     cases: tuple[tuple[dict[str, Any], str, Callable[[Any], Any], Any], ...] = (
         (limits, "limitrange", lambda o: o["spec"], {"limits": None}),
         (job, "job", lambda o: o["spec"]["podFailurePolicy"], {"rules": None}),
-        (sts, "statefulset", lambda o: o["spec"]["template"]["spec"]["containers"], None))
+        (sts, "statefulset", lambda o: o["spec"]["template"]["spec"]["containers"], None),
+        (terms, "statefulset", lambda o: o["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"], {"nodeSelectorTerms": None}))
     for body, kind, read, written in cases:
         kubectl(served, "create", "-f", "-", stdin=json.dumps(body))
         stored = _get(served, kind, body["metadata"]["name"])
