@@ -30,7 +30,7 @@ import orjson
 import yaml
 
 from ..mergepatch import merge_patch
-from .transport import InProcessTransport, call, open_stream
+from .transport import InProcessTransport, call, open_stream, raw_path
 from .wire import ConnectionPool
 
 if TYPE_CHECKING:
@@ -383,7 +383,7 @@ class Client:
             query["sendInitialEvents"] = True
             query["resourceVersionMatch"] = "NotOlderThan"
         if self._app is not None:  # in process: the app's chunks as it sends them, without httpx
-            status, _, body = await open_stream(self._app, "GET", path.encode(), urlencode(_query(query)).encode(),
+            status, _, body = await open_stream(self._app, "GET", raw_path(path), urlencode(_query(query)).encode(),
                                                 [*self._auth, (b"accept", b"application/json")], b"")
             try:
                 if status >= 300:

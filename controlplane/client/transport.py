@@ -18,11 +18,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import httpx
 
-__all__ = ["IN_PROCESS", "WHOLE_BODY_SCOPE_KEY", "InProcessTransport", "call", "open_stream"]
+__all__ = ["IN_PROCESS", "WHOLE_BODY_SCOPE_KEY", "InProcessTransport", "call", "open_stream", "raw_path"]
 
 # the scope's "server" of a request made in this process: none over a socket has it (the server's address)
 IN_PROCESS = ("in-process", 0)
@@ -141,7 +141,7 @@ async def call(app: Any, method: str, path: str, query_string: bytes, headers: l
     the ASGI exchange alone, without httpx's request and response models, which
     cost about what the API server spends on a small write. Returns the status,
     the whole body and, for a 429 or a 5xx, its ``Retry-After`` header (None otherwise)."""
-    scope = _scope(method, path.encode(), query_string, headers)
+    scope = _scope(method, raw_path(path), query_string, headers)
     finished = asyncio.Event()
     receive = _receiver(body, finished)
     status = 0
@@ -167,6 +167,13 @@ async def call(app: Any, method: str, path: str, query_string: bytes, headers: l
     if not status:
         raise RuntimeError(f"the in-process app answered {method} {path} with no response")
     return status, b"".join(chunks), retry_after
+
+
+def raw_path(path: str) -> bytes:
+    """A request path as it goes on the wire: percent-encoded where it is not ASCII (an object
+    named ``ä``, a valid name for most kinds), as an HTTP client sends it; the app reads it
+    back with ``unquote``. ASCII paths are sent as they are (``system:controller:x``)."""
+    return path.encode() if path.isascii() else quote(path, safe="/%:@!$&'()*+,;=~").encode()
 
 
 def _scope(method: str, raw_path: bytes, query_string: bytes, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:

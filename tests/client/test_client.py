@@ -68,6 +68,24 @@ async def test_verbs_in_process(client: Client) -> None:
     assert e.value.code == 422
 
 
+async def test_an_object_named_outside_ascii_is_reached_in_process(client: Client) -> None:
+    # a ClusterRole's name is a path segment name, "ä" as good as any: the in-process client sends
+    # its path percent-encoded, as an HTTP client does (the aggregation controller's patch of one
+    # was an exception retried for ever)
+    roles = resource_path("rbac.authorization.k8s.io", "v1", "clusterroles")
+    await client.create(roles, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                "metadata": {"name": "ä"}, "rules": []})
+    assert (await client.get(f"{roles}/ä"))["metadata"]["name"] == "ä"
+    patched = await client.patch(f"{roles}/ä", {"metadata": {"labels": {"a": "b"}}})
+    assert patched["metadata"]["labels"] == {"a": "b"}
+    async for ev in client.watch(f"{roles}", field_selector="metadata.name=ä", timeout_seconds=1):
+        assert ev.type in ("ADDED", "BOOKMARK")
+        if ev.type == "ADDED":
+            assert ev.object["metadata"]["name"] == "ä"
+            break
+    await client.delete(f"{roles}/ä")
+
+
 async def test_watch_in_process_streams_events_as_they_happen(client: Client) -> None:
     rv = (await client.list(PODS))["metadata"]["resourceVersion"]
     seen: list[tuple[str, str]] = []
