@@ -1587,6 +1587,9 @@ class KubeApi:
                                            f"Kind={rtype.kind}): {e}") from e
             sync_last_applied(options.manager, applied, obj)
             obj["metadata"]["name"] = name
+            # its type's, whatever the merge pruned: a client may write managedFields that give the
+            # manager a root ``kind`` its next apply no longer names (upstream decodes into the type)
+            obj["kind"], obj["apiVersion"] = rtype.kind, rtype.api_version
             if current is None or old is None:
                 if (rtype.group, rtype.plural) in STATUS_KEPT_AT_CREATE:
                     obj.pop("status", None)  # (a reset field: an apply never writes it)

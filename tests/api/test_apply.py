@@ -137,6 +137,23 @@ async def test_an_apply_that_drops_a_defaulted_field_gets_the_default_again(clie
     assert managers(applied)[("kubectl", "Apply", "")] == {"f:data": {"f:a": {}}}
 
 
+async def test_an_apply_never_prunes_the_objects_kind_whatever_managed_fields_a_client_wrote(client: Client) -> None:
+    # a client may write managedFields (an update's are taken as sent): one that gives manager "a"
+    # a root f:kind, which "a"'s next apply prunes as a field it no longer applies; the object
+    # keeps its type's kind and apiVersion (upstream decodes the merge into the type), never a 500
+    config = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kept"}, "data": {"a": "YQ=="}}
+    await client.patch(f"{SECRETS}/kept", config, "apply", fieldManager="a")
+    stored = await client.get(f"{SECRETS}/kept")
+    owns_kind = {"f:kind": {}, "f:data": {"f:a": {}}}
+    stored["metadata"]["managedFields"] = [{"manager": "a", "operation": "Apply", "apiVersion": "v1",
+                                            "fieldsType": "FieldsV1", "fieldsV1": owns_kind}]
+    await client.update(f"{SECRETS}/kept", stored)
+    applied = await client.patch(f"{SECRETS}/kept", config, "apply", fieldManager="a", force=True)
+    assert (applied["kind"], applied["apiVersion"]) == ("Secret", "v1")
+    read = await client.get(f"{SECRETS}/kept")
+    assert (read["kind"], read["apiVersion"], read["data"]) == ("Secret", "v1", {"a": "YQ=="})
+
+
 def deployment(replicas: int) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d1"},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "d1"}},
