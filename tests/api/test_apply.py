@@ -144,7 +144,7 @@ async def test_an_apply_never_prunes_the_objects_kind_whatever_managed_fields_a_
     config = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kept"}, "data": {"a": "YQ=="}}
     await client.patch(f"{SECRETS}/kept", config, "apply", fieldManager="a")
     stored = await client.get(f"{SECRETS}/kept")
-    owns_kind = {"f:kind": {}, "f:data": {"f:a": {}}}
+    owns_kind: dict[str, Any] = {"f:kind": {}, "f:data": {"f:a": {}}}
     stored["metadata"]["managedFields"] = [{"manager": "a", "operation": "Apply", "apiVersion": "v1",
                                             "fieldsType": "FieldsV1", "fieldsV1": owns_kind}]
     await client.update(f"{SECRETS}/kept", stored)

@@ -342,11 +342,12 @@ def test_a_creates_field_set_is_upstreams_for_atomic_and_by_value_structs(served
 def test_an_apply_leaving_a_required_field_missing_is_refused_never_stored(api: client.ApiClient) -> None:
     # A null item applied (an empty struct once decoded) or an item applied as {} was stored
     # as sent, and every later update of the object read back was then refused.
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+    binding: dict[str, Any] = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                "metadata": {"name": "ssa-null"},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
                "subjects": [{"kind": "User", "name": "u", "apiGroup": "rbac.authorization.k8s.io"}]}
-    slice_ = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "ssa-empty"},
+    slice_: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+              "metadata": {"name": "ssa-empty"},
               "spec": {"driver": "x.example.com", "nodeName": "n", "pool": {"name": "p", "resourceSliceCount": 1},
                        "devices": [{"name": "d", "capacity": {"mem": {"value": "1Gi"}}}]}}
     cases: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
