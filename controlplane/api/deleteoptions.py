@@ -20,7 +20,7 @@ from typing import Any
 
 from ..registry.types import ResourceType
 from .errors import ApiError, json_object
-from .params import flag, go_int64
+from .params import flag, go_int64, values_of
 from .writeoptions import dry_run_problem
 
 __all__ = ["PROPAGATION_POLICIES", "delete_options"]
@@ -43,7 +43,7 @@ def delete_options(query: dict[str, str], body: bytes) -> dict[str, Any]:
         if orphan is not None:
             options["orphanDependents"] = orphan
         if "dryRun" in query:
-            options["dryRun"] = [query["dryRun"]]
+            options["dryRun"] = values_of(query, "dryRun")
     _validate(options)
     options["dryRun"] = bool(options.get("dryRun")) or query.get("dryRun") == "All"
     return options

@@ -95,7 +95,7 @@ def request_scope(scope: dict[str, Any]) -> _RequestScope:
     directive = None
     if b"fieldValidation" in qs:  # the common request has none: skip parsing the query
         values = parse_qs(qs.decode("latin-1"), keep_blank_values=True).get("fieldValidation")
-        directive = values[-1] if values else None
+        directive = values[0] if values else None  # (a repeated parameter's first, as upstream's codec)
     return _RequestScope(_Request(scope.get("method", "GET"), directive))
 
 

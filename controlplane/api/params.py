@@ -4,15 +4,60 @@
     (True, False, None)
     >>> go_int64("-5"), go_int64("1e9"), go_int64("1_000"), go_int64("9223372036854775808")
     (-5, None, None, None)
+    >>> q = query_of(b"watch=0&watch=1&dryRun=All&dryRun=x"); q["watch"], q["dryRun"], q.values_of("dryRun")
+    ('0', 'All', ['All', 'x'])
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qsl
 
-__all__ = ["flag", "go_int64"]
+__all__ = ["Query", "flag", "go_int64", "query_of", "values_of"]
 
 _DECIMAL = re.compile(r"[+-]?[0-9]+\Z")
+
+
+class Query(dict[str, str]):
+    """A request's query parameters, each its first value: upstream's parameter codec reads
+    a repeated scalar parameter (``watch``, ``limit``, ``fieldValidation``, ...) by its first
+    (``Convert_Slice_string_To_*`` take ``[0]``), so ``watch=0&watch=1`` is a list there, not a
+    watch. A parameter that is a list in the options structs (``dryRun``) has every value
+    in ``values_of``."""
+
+    __slots__ = ("_repeated",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._repeated: dict[str, list[str]] = {}
+
+    def values_of(self, name: str) -> list[str]:
+        """Every value ``name`` was given, in order ([] when absent)."""
+        repeated = self._repeated.get(name)
+        if repeated is not None:
+            return repeated
+        value = self.get(name)
+        return [] if value is None else [value]
+
+
+def query_of(query_string: bytes) -> Query:
+    """The ``Query`` of a request's raw query string."""
+    query = Query()
+    if not query_string:
+        return query
+    for key, value in parse_qsl(query_string.decode("utf-8", "replace"), keep_blank_values=True):
+        first = query.setdefault(key, value)
+        if first is not value:
+            query._repeated.setdefault(key, [first]).append(value)
+    return query
+
+
+def values_of(query: dict[str, str], name: str) -> list[str]:
+    """Every value of ``name`` in ``query``: a ``Query``'s all, a plain dict's one."""
+    if isinstance(query, Query):
+        return query.values_of(name)
+    value = query.get(name)
+    return [] if value is None else [value]
 
 
 def flag(query: dict[str, str], name: str) -> bool | None:

@@ -34,7 +34,6 @@ from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qs
 
 import orjson
 
@@ -168,7 +167,7 @@ from .nodereports import PLURAL as REPORTS_PLURAL
 from .nodereports import ReportPlans, report_node_status
 from .nodetaint import admit_node
 from .paramauthz import param_kind_causes, param_ref_causes
-from .params import flag, go_int64
+from .params import flag, go_int64, query_of
 from .partial import check_partial_kind, partial, partial_list
 from .podlog import follow, running_instance, validate_log_options
 from .pretty import PRETTY_AGENTS, pretty_asked, pretty_writer
@@ -598,8 +597,7 @@ class KubeApi:
         parts = [p for p in path.split("/") if p]
         method: str = scope["method"]
         query_string: bytes = scope.get("query_string", b"")
-        query = {k: v[-1] for k, v in parse_qs(query_string.decode(), keep_blank_values=True).items()} \
-            if query_string else {}  # most writes have no query: spare them parse_qs
+        query = query_of(query_string)  # (each parameter's first value, as upstream reads a repeated one)
         REQUEST_USER.set(scope.get(USER_SCOPE_KEY))  # this request's context only (admission policies)
         if self.authorizer is not None:
             await self._authorize(scope, parts, method, query)
@@ -987,8 +985,7 @@ class KubeApi:
         """The RBAC attributes of the request ``scope`` is (as ``_rbac_request``), for the
         checks made before it is routed (constrained impersonation's ``impersonate-on:``)."""
         query_string: bytes = scope.get("query_string", b"")
-        query = {k: v[-1] for k, v in parse_qs(query_string.decode(), keep_blank_values=True).items()} \
-            if query_string else {}
+        query = query_of(query_string)
         return self._rbac_request([p for p in scope["path"].split("/") if p], scope["method"], query)
 
     def _rbac_request(self, parts: list[str], method: str, query: dict[str, str]) -> RbacRequest:

@@ -21,6 +21,7 @@ import json
 from ..registry.managedfields import MAX_MANAGER_LENGTH
 from ..registry.types import ResourceType
 from .errors import ApiError
+from .params import values_of
 from .rbacescalation import go_quote
 
 __all__ = ["DRY_RUN_VALUES", "check_write_options", "dry_run_problem"]
@@ -49,9 +50,9 @@ def check_write_options(method: str, query: dict[str, str], patch_type: str = ""
                                                                   "patch"))
     if manager:
         causes += _manager_problems(manager)
-    dry_run = query.get("dryRun")
-    if dry_run is not None:
-        problem = dry_run_problem([dry_run])
+    dry_run = values_of(query, "dryRun")  # (a list in the options: every value, not the first)
+    if dry_run:
+        problem = dry_run_problem(dry_run)
         if problem is not None:
             causes.append(problem)
     directive = query.get("fieldValidation")

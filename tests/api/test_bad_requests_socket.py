@@ -516,3 +516,32 @@ async def test_a_status_write_may_not_set_a_deletion_grace_period(served: Served
     r = await served.http.patch(f"{PODS}/p/status", headers=merge,
                                 json={"metadata": {"deletionGracePeriodSeconds": held + 1}})
     assert status(r, 422, "Invalid").endswith(f"Invalid value: {held + 1}: field is immutable")
+
+
+async def test_a_repeated_parameter_is_read_by_its_first_value(served: Served) -> None:
+    """Upstream's parameter codec reads a repeated scalar parameter by its first value
+    (``Convert_Slice_string_To_bool`` and the others take ``[0]``): ``watch=0&watch=1`` is a
+    list, not a watch that never ends; ``dryRun``, a list in the options, keeps every value."""
+    await served.client.create(CMS, {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    r = await asyncio.wait_for(served.http.get(f"{CMS}?watch=0&watch=1"), 5)
+    assert r.json()["kind"] == "ConfigMapList", r.text
+    r = await asyncio.wait_for(served.http.get(f"{CMS}?watch=false&watch="), 5)
+    assert r.json()["kind"] == "ConfigMapList", r.text
+    r = await served.http.get(f"{CMS}?limit=1&limit=x")
+    assert r.status_code == 200 and r.json()["kind"] == "ConfigMapList", r.text
+    assert status(await served.http.get(f"{CMS}?limit=x&limit=1"), 400, "BadRequest")
+    # fieldValidation's first: Strict refuses the unknown field, whatever follows it
+    r = await served.http.post(f"{CMS}?fieldValidation=Strict&fieldValidation=Ignore",
+                               json={"metadata": {"name": "b"}, "bogus": 1})
+    assert status(r, 400, "BadRequest").endswith('strict decoding error: unknown field "bogus"')
+    # a dry run with a value that is not All among its values is refused, nothing written
+    for verb, url, body in (("POST", CMS, {"metadata": {"name": "c"}}),
+                            ("PATCH", f"{CMS}/a", {"data": {"k": "changed"}}),
+                            ("DELETE", f"{CMS}/a", None)):
+        r = await served.http.request(verb, f"{url}?dryRun=All&dryRun=", json=body,
+                                      headers={"Content-Type": "application/merge-patch+json"})
+        assert status(r, 422, "Invalid").endswith('dryRun: Unsupported value: ["All",""]: supported values: "All"')
+    assert (await served.client.get(f"{CMS}/a"))["data"] == {"k": "v"}
+    assert (await served.http.get(f"{CMS}/c")).status_code == 404
+    r = await served.http.delete(f"{CMS}/a?dryRun=All&dryRun=All")
+    assert r.status_code == 200 and (await served.client.get(f"{CMS}/a"))["data"] == {"k": "v"}
