@@ -258,6 +258,9 @@ def watch_options(rtype: ResourceType, namespace: str | None, query: dict[str, s
     if match and match != "NotOlderThan":
         causes.append({"reason": "FieldValueNotSupported", "field": "resourceVersionMatch",
                        "message": f'Unsupported value: "{match}": supported values: "NotOlderThan"'})
+    if match and query.get("continue"):  # (a watch ignores the token, but not beside a match)
+        causes.append({"reason": _FORBIDDEN, "field": "resourceVersionMatch",
+                       "message": "Forbidden: resourceVersionMatch is forbidden when continue is provided"})
     if causes:
         raise ApiError.invalid(_LIST_OPTIONS, "", causes)
     return WatchOptions(_filter(rtype, namespace, query, name), rv, initial,

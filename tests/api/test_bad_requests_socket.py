@@ -545,3 +545,13 @@ async def test_a_repeated_parameter_is_read_by_its_first_value(served: Served) -
     assert (await served.http.get(f"{CMS}/c")).status_code == 404
     r = await served.http.delete(f"{CMS}/a?dryRun=All&dryRun=All")
     assert r.status_code == 200 and (await served.client.get(f"{CMS}/a"))["data"] == {"k": "v"}
+
+
+async def test_a_watch_list_with_a_continue_token_is_refused(served: Served) -> None:
+    """Upstream's validateWatchOptions: a ``resourceVersionMatch`` beside a ``continue`` is
+    forbidden on a watch as on a list; it was a stream of the initial events, the token ignored."""
+    r = await asyncio.wait_for(served.http.get(CMS, params={
+        "watch": "1", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "continue": "x",
+        "timeoutSeconds": "1"}), 5)
+    assert status(r, 422, "Invalid") == ('ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+                                         "resourceVersionMatch is forbidden when continue is provided")

@@ -69,6 +69,11 @@ def test_a_watch_reports_every_option_violation_as_upstream() -> None:
                                  "is provided"),
         ("resourceVersionMatch", 'Unsupported value: "Exact": supported values: "NotOlderThan"')]
     assert _causes({"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}, watch=True) == []
+    # a continue token beside a match (a watch otherwise ignores it)
+    assert _causes({"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "continue": "x"},
+                   watch=True) == [
+        ("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden when continue is provided")]
+    assert _causes({"continue": "x"}, watch=True) == []
 
 
 async def test_a_watch_without_timeout_seconds_ends_after_30_to_60_minutes(
