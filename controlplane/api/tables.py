@@ -1180,6 +1180,18 @@ def _custom_definitions(version: CustomVersion) -> list[Obj]:
 _CUSTOM_DEFAULT = ({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},)
 
 
+_INT64_MIN, _INT64_END = -(1 << 63), 1 << 63
+
+
+def _go_int64(v: float) -> int:
+    """Go's ``int64(v)`` of a JSON number, as the table convertor's ``integer`` cell takes it:
+    truncated toward zero, and one past int64 (``1e300``, ``2^64``, which Go's JSON decoding
+    gives as a float64) the amd64 conversion's ``-9223372036854775808`` (a cell of 1e300 was
+    a Python int too large to encode, a 500 for the whole list)."""
+    n = int(v)
+    return n if _INT64_MIN <= n < _INT64_END else _INT64_MIN
+
+
 def _custom_cell(type_: str, path: str) -> Callable[[Obj], Any]:
     """A printer column's cell: the first value its JSONPath selects, as
     apiextensions-apiserver's table convertor shows it (None when absent)."""
@@ -1198,7 +1210,7 @@ def _custom_cell(type_: str, path: str) -> Callable[[Obj], Any]:
                 return "true" if v else "false"
             return orjson.dumps(v).decode() if isinstance(v, (dict, list)) else str(v)
         if type_ == "integer":
-            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            return _go_int64(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
         if type_ == "number":
             return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
         if type_ == "boolean":

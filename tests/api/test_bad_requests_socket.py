@@ -555,3 +555,21 @@ async def test_a_watch_list_with_a_continue_token_is_refused(served: Served) -> 
         "timeoutSeconds": "1"}), 5)
     assert status(r, 422, "Invalid") == ('ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
                                          "resourceVersionMatch is forbidden when continue is provided")
+
+
+async def test_an_integer_printer_column_of_a_number_past_int64_is_gos_conversion(served: Served) -> None:
+    """apiextensions' table convertor takes an ``integer`` column's float64 as Go's ``int64(v)``:
+    truncated, and past int64 (1e300; 2**64, which Go decodes as a float64) the amd64 answer
+    -2**63. A Python int too large to encode made the whole list's Table a 500."""
+    crd = widget_crd()
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"}]
+    await served.client.create(CRDS, crd)
+    for name, size in (("huge", "1e300"), ("past", "18446744073709551616"), ("half", "1.9"), ("min", "-1e19")):
+        body = '{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "%s"}, "spec": {"size": %s}}'
+        r = await served.http.post(WIDGETS, content=body % (name, size), headers=JSON)
+        assert r.status_code == 201, r.text
+    r = await served.http.get(WIDGETS, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    assert r.status_code == 200, r.text
+    assert {row["cells"][0]: row["cells"][1] for row in r.json()["rows"]} == {
+        "half": 1, "huge": -(2**63), "min": -(2**63), "past": -(2**63)}
