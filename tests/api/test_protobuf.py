@@ -271,6 +271,12 @@ async def test_an_envelope_is_typed_as_upstreams_decoder_types_it(client: Client
         assert (e.value.code, e.value.reason) == (400, "BadRequest")
         assert e.value.message.startswith(f'{kind} in version "{api_version.rpartition("/")[2]}" cannot be '
                                           f'handled as a ConfigMap: no kind "{kind}" is registered')
+    # a message of the schema that is no kind, a wrapper of a list (ExtraValue): the same 400 (it was a 500)
+    with pytest.raises(ApiError) as e:
+        await client.request("POST", cms, envelope("certificates.k8s.io/v1", "ExtraValue", text(1, "a")), pb)
+    assert (e.value.code, e.value.reason) == (400, "BadRequest")
+    assert e.value.message.startswith('ExtraValue in version "v1" cannot be handled as a ConfigMap: no kind '
+                                      '"ExtraValue" is registered')
     with pytest.raises(ApiError) as e:  # a subresource's body is its own type: one with no form here stays 415
         await client.request("POST", "/api/v1/namespaces/default/pods/p/eviction",
                              envelope("policy/v1beta1", "Eviction", meta("p")), pb)

@@ -79,7 +79,9 @@ def decode(body: bytes, depth: int = 0, default: tuple[str, str] | None = None) 
         message = f"{_META}.{kind}"  # the options kinds (DeleteOptions) are registered in every group version
         if message not in MESSAGES or kind.endswith("List") or not kind.endswith("Options"):
             raise UnknownKind(api_version, kind)
-    obj: dict[str, Any] = _Reader(raw, 0, len(raw), depth).message(message)
+    obj = _Reader(raw, 0, len(raw), depth).message(message)
+    if not isinstance(obj, dict):  # a wrapper (ExtraValue's list, a Quantity's string): no kind of the scheme's
+        raise UnknownKind(api_version, kind)
     obj["apiVersion"], obj["kind"] = api_version, kind
     return obj
 
