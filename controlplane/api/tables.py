@@ -8,6 +8,7 @@ get ``Name`` and their CRD's ``additionalPrinterColumns`` (``Age`` if it has non
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -1180,6 +1181,24 @@ def _custom_definitions(version: CustomVersion) -> list[Obj]:
 _CUSTOM_DEFAULT = ({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},)
 
 
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})\Z")
+
+
+def _date_cell(text: str) -> str:
+    """A ``date`` column's cell, as the table convertor makes it: the value read by
+    ``metav1.Time.UnmarshalQueryParameter`` (RFC 3339; "" and "null" the zero time, shown
+    ``<unknown>``), its age, or ``<invalid>`` for a text that does not parse."""
+    if text in ("", "null"):
+        return "<unknown>"
+    if not _RFC3339.match(text):
+        return "<invalid>"
+    try:
+        then = datetime.fromisoformat(text)
+    except ValueError:  # (a field out of range: month 13, second 61)
+        return "<invalid>"
+    return human_duration((datetime.now(UTC) - then).total_seconds())
+
+
 _INT64_MIN, _INT64_END = -(1 << 63), 1 << 63
 
 
@@ -1216,7 +1235,7 @@ def _custom_cell(type_: str, path: str) -> Callable[[Obj], Any]:
         if type_ == "boolean":
             return v if isinstance(v, bool) else None
         if type_ == "date":
-            return _age({"metadata": {"creationTimestamp": v}}) if isinstance(v, str) else None
+            return _date_cell(v) if isinstance(v, str) else None
         return None
     return cell
 

@@ -50,6 +50,19 @@ def test_printer_columns_make_the_table() -> None:
     assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
 
 
+@pytest.mark.parametrize(("value", "cell"), [
+    ("", "<unknown>"), ("null", "<unknown>"),  # the zero time, as UnmarshalQueryParameter reads them
+    ("a", "<invalid>"), ("2020-01-01", "<invalid>"), ("2020-13-01T00:00:00Z", "<invalid>"),  # no RFC 3339 time
+    ("9999-12-31T23:59:59Z", "<invalid>"),  # in the future: HumanDuration's
+    ("2020-01-01T00:00:00.123456789+01:00", "days"),
+])
+def test_a_date_column_is_the_age_of_an_rfc3339_time_or_invalid(value: str, cell: str) -> None:
+    version = CustomVersion("widgets.example.com", None, ({"name": "When", "type": "date", "jsonPath": ".spec.when"},))
+    got = as_table("widgets", [{"metadata": {"name": "w"}, "spec": {"when": value}}], None, custom=version)
+    when = got["rows"][0]["cells"][1]
+    assert when == cell if cell != "days" else when.startswith(("5y", "6y", "7y")), when
+
+
 def test_without_printer_columns_name_and_age() -> None:
     table = as_table("widgets", [OBJ], {}, custom=CustomVersion("widgets.example.com", None, ()))
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Age"]
