@@ -403,6 +403,55 @@ class FieldSelector:
         return not self.terms
 
 
+def _split_terms(text: str) -> list[str]:
+    """fields.splitTerms: the terms between commas, a backslash-escaped comma kept in its term
+    (with its backslash, for ``_unescape_value``)."""
+    terms, start, escaped = [], 0, False
+    for i, c in enumerate(text):
+        if escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif c == ",":
+            terms.append(text[start:i])
+            start = i + 1
+    terms.append(text[start:])
+    return terms
+
+
+def _split_term(term: str) -> tuple[str, str, str] | None:
+    """fields.splitTerm: split at the first operator from the left (``!=``, then ``==``, then
+    ``=`` at each position): ``a=b!=c`` is ``a`` = ``b!=c``, whose ``=`` is then refused."""
+    for i in range(len(term)):
+        for op in ("!=", "==", "="):
+            if term.startswith(op, i):
+                return term[:i], op, term[i + len(op):]
+    return None
+
+
+def _unescape_value(value: str) -> str:
+    """fields.UnescapeValue: ``\\\\``, ``\\,`` and ``\\=`` are the characters; another escape, a
+    trailing backslash, or a bare ``,`` or ``=`` is upstream's 400."""
+    if "\\" not in value and "," not in value and "=" not in value:
+        return value
+    out, escaped = [], False
+    for c in value:
+        if escaped:
+            if c not in "\\,=":
+                raise SelectorError(f"invalid field selector: invalid escape sequence: \\{c}")
+            out.append(c)
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif c in ",=":
+            raise SelectorError(f"invalid field selector: unescaped character in value: {ord(c)}")  # Go: %v of a rune
+        else:
+            out.append(c)
+    if escaped:
+        raise SelectorError("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
+
+
 def parse_field_selector(text: str | None, plural: str, custom: bool = False,
                          only: Collection[str] | None = None) -> FieldSelector:
     """``text`` as upstream's fields.ParseSelector reads it, each field held to ``plural``'s
@@ -418,16 +467,15 @@ def parse_field_selector(text: str | None, plural: str, custom: bool = False,
     if only is not None:
         fields = {name: get for name, get in fields.items() if name in _COMMON or name in only}
     terms = []
-    for part in text.split(","):
+    for part in sorted(_split_terms(text)):  # (sorted, as upstream's: its first error is the first's)
         part = part.strip()
         if not part:
             continue  # as upstream's parseSelector: kr8s asks for `metadata.name=x,`
-        for op in ("==", "!=", "="):
-            if op in part:
-                field, value = (s.strip() for s in part.split(op, 1))
-                break
-        else:
+        split = _split_term(part)
+        if split is None:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")  # upstream's words
+        field, op, value = split
+        field, value = field.strip(), _unescape_value(value.strip())
         if plural == "pods" and field == "spec.host":  # an old v1 client's name for it, upstream's conversion says
             field = "spec.nodeName"
         if plural == "pods" and field == "status.podIPs":

@@ -573,3 +573,15 @@ async def test_an_integer_printer_column_of_a_number_past_int64_is_gos_conversio
     assert r.status_code == 200, r.text
     assert {row["cells"][0]: row["cells"][1] for row in r.json()["rows"]} == {
         "half": 1, "huge": -(2**63), "min": -(2**63), "past": -(2**63)}
+
+
+async def test_a_field_selectors_value_is_unescaped_and_a_bare_operator_refused(served: Served) -> None:
+    """fields.ParseSelector: ``\\,``, ``\\=`` and ``\\\\`` in a value are the characters, and a
+    bare ``=`` or ``,`` in it, or another escape, is a 400 (``a=b`` was a value, ``a\\,b`` a 400)."""
+    await served.client.create(CMS, {"metadata": {"name": "a"}})
+    r = await served.http.get(CMS, params={"fieldSelector": "metadata.name=a\\,b"})
+    assert r.status_code == 200 and r.json()["items"] == [], r.text
+    r = await served.http.get(CMS, params={"fieldSelector": "metadata.name=a=b"})
+    assert status(r, 400, "BadRequest") == "invalid field selector: unescaped character in value: 61"
+    r = await served.http.get(CMS, params={"fieldSelector": "metadata.name=a\\x", "watch": "1"})
+    assert status(r, 400, "BadRequest") == "invalid field selector: invalid escape sequence: \\x"

@@ -156,3 +156,25 @@ def test_any_label_selector_text_parses_or_is_refused_in_words(text: str) -> Non
     selector.matches({"a": "1", "b": ""})
     for req in selector.requirements:  # what was accepted is a valid key and values
         assert req.key and req.op in ("=", "!=", "in", "notin", "exists", "!exists", "gt", "lt")
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("metadata.name=a\\,b", "a,b"), ("metadata.name=a\\=b", "a=b"), ("metadata.name=a\\\\b", "a\\b"),
+    ("metadata.name==a\\,b,metadata.namespace=x", "a,b"),
+])
+def test_a_field_selectors_value_is_unescaped_as_upstreams(text: str, value: str) -> None:
+    selector = parse_field_selector(text, "configmaps")
+    assert selector.matches({"metadata": {"name": value, "namespace": "x"}})
+    assert not selector.matches({"metadata": {"name": value + "y", "namespace": "x"}})
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("metadata.name=a=b", "invalid field selector: unescaped character in value: 61"),
+    ("metadata.name=a!=b", "invalid field selector: unescaped character in value: 61"),
+    ("metadata.name=a\\b", "invalid field selector: invalid escape sequence: \\b"),
+    ("metadata.name=a\\", "invalid field selector: invalid escape sequence: \\"),
+])
+def test_a_field_selectors_bad_escape_or_bare_operator_is_refused(text: str, message: str) -> None:
+    with pytest.raises(SelectorError) as e:
+        parse_field_selector(text, "configmaps")
+    assert str(e.value) == message
