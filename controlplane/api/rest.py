@@ -2811,8 +2811,10 @@ class KubeApi:
         shows (upstream's DeleteCollection: a pod's grace period and an object's finalizers
         hold as for a single delete); returns what each delete returned."""
         check_list_integers(query)
-        listed = await self._list(rtype, namespace, {k: v for k, v in query.items()
-                                                     if k in ("labelSelector", "fieldSelector")})
+        # the list's options as a list's, validated and honoured (a resourceVersion that does not
+        # parse, a match without one, a continue token that does not decode: its 400 or 422,
+        # nothing deleted); every page, whatever ``limit`` says, as upstream's store pages on
+        listed = await self._list(rtype, namespace, {k: v for k, v in query.items() if k in _COLLECTION_OPTIONS})
         deleted = []
         for raw in listed.items:
             meta = orjson.loads(raw)["metadata"]
@@ -3200,6 +3202,12 @@ def _propagation_finalizer(rtype: ResourceType, options: dict[str, Any]) -> str 
     if policy == "Foreground":
         return "foregroundDeletion"
     return None
+
+
+# the ListOptions a deletecollection's list is made with (``limit`` and ``timeoutSeconds`` are
+# only checked: upstream's DeleteCollection lists every page)
+_COLLECTION_OPTIONS = frozenset(("labelSelector", "fieldSelector", "resourceVersion", "resourceVersionMatch",
+                                 "continue", "sendInitialEvents"))
 
 
 def _protobuf_as_json(rtype: ResourceType, body: bytes, subresource: str | None = None, kind: str = "") -> bytes:

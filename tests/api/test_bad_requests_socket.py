@@ -585,3 +585,25 @@ async def test_a_field_selectors_value_is_unescaped_and_a_bare_operator_refused(
     assert status(r, 400, "BadRequest") == "invalid field selector: unescaped character in value: 61"
     r = await served.http.get(CMS, params={"fieldSelector": "metadata.name=a\\x", "watch": "1"})
     assert status(r, 400, "BadRequest") == "invalid field selector: invalid escape sequence: \\x"
+
+
+async def test_a_delete_collections_list_options_are_validated_and_honoured(served: Served) -> None:
+    """A deletecollection's ListOptions are a list's (upstream validates them and lists with
+    them): a resourceVersion that does not parse, a match without one or a continue token
+    that does not decode is refused and nothing is deleted (every ConfigMap was); a token
+    that does decode deletes from where it points."""
+    for name in ("a", "b", "c"):
+        await served.client.create(CMS, {"metadata": {"name": name}})
+
+    async def names() -> list[str]:
+        return [i["metadata"]["name"] for i in (await served.client.get(CMS))["items"]]
+    for params, code, reason in (({"resourceVersion": "x"}, 400, "BadRequest"),
+                                 ({"resourceVersionMatch": "Exact"}, 422, "Invalid"),
+                                 ({"continue": "x"}, 400, "BadRequest"),
+                                 ({"sendInitialEvents": "false"}, 422, "Invalid")):
+        assert status(await served.http.delete(CMS, params=params), code, reason)
+        assert await names() == ["a", "b", "c"], params
+    token = (await served.http.get(CMS, params={"limit": "1"})).json()["metadata"]["continue"]
+    r = await served.http.delete(CMS, params={"continue": token})
+    assert r.status_code == 200, r.text
+    assert await names() == ["a"]
