@@ -18,7 +18,10 @@ package, for JSON values).
 - ``remove(value, paths)``: the value without these members (what apply prunes).
 
 A list item that cannot be identified (an associative item without its keys
-and no default for them, a duplicate) raises ``ShapeError``.
+and no default for them, a duplicate in a configuration) raises ``ShapeError``.
+A stored object's list may hold an element twice: as upstream, the duplicated
+items are one member as a whole (no field below them is anyone's), and an
+applied item of that element replaces them all.
 """
 
 from __future__ import annotations
@@ -77,6 +80,24 @@ def _index(shape: Shape, items: list[Any]) -> dict[str, Any]:
         if element in out:
             raise ShapeError(f"duplicate entries for key {path_string((element,))}")
         out[element] = item
+    return out
+
+
+def _group(shape: Shape, items: list[Any]) -> dict[str, list[Any]]:
+    """The items of a set or associative list of a stored object by element, in the order
+    each element first appears. A stored object may hold an element twice (a Pod's env
+    var given twice, which validation lets through): upstream types the live object
+    allowing duplicates, and treats the items of a duplicated element as one atomic
+    member (structured-merge-diff's "duplicate marker"); only an applied configuration
+    must not have them."""
+    out: dict[str, list[Any]] = {}
+    for item in items:
+        element = _element(shape, item)
+        group = out.get(element)
+        if group is None:
+            out[element] = [item]
+        else:
+            group.append(item)
     return out
 
 
@@ -181,7 +202,11 @@ def _fill_all(value: Any, shape: Shape, out: Tree) -> None:
             out["f:" + k] = _LEAF
         return
     elem = shape.elem
-    for element, item in _index(shape, value).items():
+    for element, group in _group(shape, value).items():
+        if len(group) > 1:
+            out[element] = _LEAF  # a duplicated element: a member as a whole, its content nobody's
+            continue
+        item = group[0]
         out[element] = _remembered(item, elem) if type(item) is dict and len(item) > 4 else _all(item, elem)
 
 
@@ -276,15 +301,28 @@ def _compare_children(old: Any, new: Any, shape: Shape, added: Tree, modified: T
                 removed["f:" + k] = _all(v, _child(shape, k))
         return
     elem = shape.elem
-    old_items, new_items = _index(shape, old), _index(shape, new)
-    for element, item in new_items.items():
-        if element not in old_items:
-            added[element] = _all(item, elem) if _granular(elem, item) else {}
-        else:
-            _compare_node(element, old_items[element], item, elem, added, modified, removed)
-    for element, item in old_items.items():
+    old_items, new_items = _group(shape, old), _group(shape, new)
+    for element, group in new_items.items():
+        before = old_items.get(element)
+        if before is None:
+            if len(group) > 1:
+                added[element] = {}  # new duplicates: the duplicate marker
+            else:
+                added[element] = _all(group[0], elem) if _granular(elem, group[0]) else {}
+        elif len(before) == 1 and len(group) == 1:
+            _compare_node(element, before[0], group[0], elem, added, modified, removed)
+        elif len(before) > 1 and len(group) > 1:  # duplicates before and after: compared as a whole
+            if before != group:
+                modified[element] = {}
+        elif len(before) > 1:  # duplicates no more: the item is new, the marker goes
+            added[element] = _all(group[0], elem) if _granular(elem, group[0]) else {}
+            removed[element] = {}
+        else:  # new duplicates: the item's content goes, the marker comes
+            removed[element] = _all(before[0], elem) if _granular(elem, before[0]) else {}
+            added[element] = {}
+    for element, group in old_items.items():
         if element not in new_items:
-            removed[element] = _all(item, elem) if _granular(elem, item) else {}
+            removed[element] = _all(group[0], elem) if len(group) == 1 and _granular(elem, group[0]) else {}
 
 
 def _compare_node(element: str, old: Any, new: Any, shape: Shape,
@@ -334,7 +372,12 @@ def _merge_list(live: list[Any], config: list[Any], shape: Shape) -> list[Any]:
     """Items keep the live order; the configuration's items come in its order, each
     at the latest before the live item that follows it in the configuration."""
     elem = shape.elem
-    live_items, config_items = _index(shape, live), _index(shape, config)
+    config_items = _index(shape, config)
+    live_elements = [_element(shape, item) for item in live]
+    live_items: dict[str, Any] = {}
+    for element, item in zip(live_elements, live, strict=True):
+        # a duplicated live element is not merged: the configuration's item replaces all of them
+        live_items[element] = None if element in live_items else item
     pending = list(config_items)  # configuration elements not placed yet, in order
     placed: set[str] = set()
     out: list[Any] = []
@@ -348,9 +391,9 @@ def _merge_list(live: list[Any], config: list[Any], shape: Shape) -> list[Any]:
             if element == stop:
                 return
 
-    for element, item in live_items.items():
+    for element, item in zip(live_elements, live, strict=True):
         if element not in config_items:
-            out.append(item)
+            out.append(item)  # (each of a duplicated element the configuration leaves alone)
         elif element not in placed:
             place_through(element)
     place_through("")

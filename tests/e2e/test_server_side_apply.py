@@ -366,3 +366,38 @@ def test_an_apply_leaving_a_required_field_missing_is_refused_never_stored(api: 
         assert [(c["field"], c["message"]) for c in causes] == [(f, "Required value") for f in missing]
         stored = raw_patch(api, path, "application/merge-patch+json", {})
         assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+def test_an_object_stored_with_a_duplicated_list_key_can_be_applied_to(api: client.ApiClient) -> None:
+    # An env var given twice passes validation. Its object got no managedFields at all, and every
+    # apply to it was refused ("failed to create typed patch object ... duplicate entries"), though
+    # the configuration had none: upstream types the live object allowing duplicates.
+    path = "/apis/apps/v1/namespaces/default/deployments/dup-env"
+
+    def deployment(*env: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "dup-env"},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "d"}},
+                         "template": {"metadata": {"labels": {"app": "d"}},
+                                      "spec": {"containers": [{"name": "c", "image": "i", "env": list(env)}]}}}}
+
+    a1, a2, b = {"name": "A", "value": "1"}, {"name": "A", "value": "2"}, {"name": "B", "value": "3"}
+    client.AppsV1Api(api).create_namespaced_deployment(  # (the client sends a dict as it is)
+        "default", deployment(a1, a2, b), field_manager="creator")  # type: ignore[arg-type]
+    created = raw_patch(api, path, "application/merge-patch+json", {})
+    [entry] = created["metadata"]["managedFields"]
+    env = entry["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"]['k:{"name":"c"}']["f:env"]
+    assert env == {".": {}, 'k:{"name":"A"}': {}, 'k:{"name":"B"}': {".": {}, "f:name": {}, "f:value": {}}}
+
+    other = raw_apply(api, path, deployment({"name": "B", "value": "8"}), fieldManager="b", force="true")
+    assert other["spec"]["template"]["spec"]["containers"][0]["env"] == [a1, a2, {"name": "B", "value": "8"}]
+    with pytest.raises(ApiException) as err:  # the duplicates are the creator's, as a whole
+        raw_apply(api, path, deployment({"name": "A", "value": "9"}), fieldManager="a")
+    assert err.value.status == 409, err.value.body
+    assert orjson.loads(err.value.body)["details"]["causes"][0]["field"] == \
+        '.spec.template.spec.containers[name="c"].env[name="A"]'
+    forced = raw_apply(api, path, deployment({"name": "A", "value": "9"}), fieldManager="a", force="true")
+    assert forced["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": "A", "value": "9"},
+                                                                         {"name": "B", "value": "8"}]
+    with pytest.raises(ApiException) as err:  # a configuration may not have duplicates
+        raw_apply(api, path, deployment(a1, a2), fieldManager="a", force="true")
+    assert err.value.status == 400 and "duplicate entries for key [name=\\\"A\\\"]" in err.value.body

@@ -167,3 +167,44 @@ def test_structs_held_by_value_are_in_the_zero_object() -> None:
         assert spec is not None and spec.zero == frozenset()
     finally:
         shapes.unregister("example.com", "v1", "Widget")
+
+
+# -- duplicated elements in a stored object (upstream types live objects allowing them) --
+def env_pod(*env: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": "web", "image": "x", "env": list(env)}]}}
+
+
+def env_set(tree: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = tree["f:spec"]["f:containers"]['k:{"name":"web"}']["f:env"]
+    return out
+
+
+def test_a_duplicated_element_is_one_member_as_a_whole() -> None:
+    s = created_set(env_pod({"name": "A", "value": "1"}, {"name": "A", "value": "2"}, {"name": "B", "value": "3"}), POD)
+    assert env_set(s) == {".": {}, 'k:{"name":"A"}': {}, 'k:{"name":"B"}': {".": {}, "f:name": {}, "f:value": {}}}
+
+
+def test_compare_with_duplicates_before_or_after() -> None:
+    a1, a2, b = {"name": "A", "value": "1"}, {"name": "A", "value": "2"}, {"name": "B", "value": "3"}
+    # duplicates before and after: modified as a whole, if they changed
+    assert not compare(env_pod(a1, a2), env_pod(a1, a2), POD).changed()
+    assert env_set(compare(env_pod(a1, a2), env_pod(a2, a1), POD).modified) == {'k:{"name":"A"}': {}}
+    # duplicates no more: the item is added, the marker removed
+    gone = compare(env_pod(a1, a2, b), env_pod({"name": "A", "value": "9"}, b), POD)
+    assert env_set(gone.added) == {'k:{"name":"A"}': {".": {}, "f:name": {}, "f:value": {}}}
+    assert env_set(gone.removed) == {'k:{"name":"A"}': {}}
+    # new duplicates: the item's content removed, the marker added
+    new = compare(env_pod(a1, b), env_pod(a1, a2, b), POD)
+    assert env_set(new.added) == {'k:{"name":"A"}': {}}
+    assert env_set(new.removed) == {'k:{"name":"A"}': {".": {}, "f:name": {}, "f:value": {}}}
+
+
+def test_merge_replaces_all_duplicates_by_the_applied_item_and_keeps_the_others() -> None:
+    a1, a2, b = {"name": "A", "value": "1"}, {"name": "A", "value": "2"}, {"name": "B", "value": "3"}
+    live = env_pod(a1, a2, b)
+    merged = merge(live, env_pod({"name": "A", "value": "9"}), POD)
+    assert merged["spec"]["containers"][0]["env"] == [{"name": "A", "value": "9"}, b]
+    kept = merge(live, env_pod({"name": "B", "value": "8"}), POD)
+    assert kept["spec"]["containers"][0]["env"] == [a1, a2, {"name": "B", "value": "8"}]
+    with pytest.raises(ShapeError, match="duplicate"):  # the configuration may not have them
+        merge(env_pod(b), env_pod(a1, a2), POD)
