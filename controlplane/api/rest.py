@@ -1573,6 +1573,15 @@ class KubeApi:
             if old is not None and uid and uid != old["metadata"].get("uid"):  # (merged in, then immutable)
                 raise ApiError.invalid(rtype, name, [{"reason": "FieldValueInvalid", "field": "metadata.uid",
                                                       "message": f'Invalid value: "{uid}": field is immutable'}])
+            if old is None:
+                # upstream's patcher applies a create to an empty object, then checks what came out
+                # (applyPatch): a uid is a conflict, and without a name of its own the object has
+                # none (checkName), whatever the URL says
+                if uid:
+                    raise ApiError.conflict(rtype, name, f"uid mismatch: the provided object specified uid {uid}, "
+                                            "and no existing object was found")
+                if not config["metadata"].get("name"):
+                    raise ApiError.name_mismatch(None, name)
             write = self._allocating(rtype, old)  # (the apply's defaults allocate)
             try:
                 obj = managedfields.apply(rtype, old, config, options.manager, subresource, options.force,

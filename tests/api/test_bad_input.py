@@ -128,7 +128,7 @@ async def test_an_apply_to_an_existing_object_is_typed_as_its_create(client: Cli
         return await client.request("PATCH", f"{CMS}/c", f"apiVersion: v1\nkind: ConfigMap\n{config}".encode(),
                                     APPLY, fieldManager="m")
 
-    await apply("data: {k: v}\n")
+    await apply("metadata: {name: c}\ndata: {k: v}\n")
     for config, why in [("data: {k: 1}\n", ".data.k: expected string, got number"),
                         ('immutable: "yes"\n', ".immutable: expected bool, got string"),
                         ("metadata: {labels: {a: {b: c}}}\n", ".metadata.labels.a: expected string, got object"),

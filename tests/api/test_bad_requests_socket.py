@@ -105,6 +105,31 @@ async def test_an_apply_with_an_unsupported_field_validation_is_422(served: Serv
     assert (await served.client.get(f"{CMS}/c"))["data"] == {"a": "1"}
 
 
+async def test_an_apply_that_creates_needs_its_own_name_and_no_uid(served: Served) -> None:
+    # upstream's patcher applies a create to an empty object and then checks what came out
+    # (applyPatch): with no name of its own the object has none, whatever the URL says, and a
+    # uid names an object that does not exist. Both were created here, named after the URL.
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+    for body in ("apiVersion: v1\nkind: ConfigMap\ndata: {a: '1'}",
+                 "apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: c-}\ndata: {a: '1'}"):
+        r = await served.http.patch(f"{CMS}/c", params={"fieldManager": "m"}, content=body, headers=apply)
+        assert status(r, 400, "BadRequest") == ("the name of the object (c based on URL) was undeterminable: "
+                                                "name must be provided")
+    uid = "6b3e1c0a-0000-4000-8000-000000000001"
+    r = await served.http.patch(f"{CMS}/c", params={"fieldManager": "m"}, headers=apply,
+                                content=f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, uid: {uid}}}")
+    assert status(r, 409, "Conflict") == (f'Operation cannot be fulfilled on configmaps "c": uid mismatch: the '
+                                          f"provided object specified uid {uid}, and no existing object was found")
+    assert (await served.http.get(f"{CMS}/c")).status_code == 404
+    # the object once there, an apply without the name applies to it
+    r = await served.http.patch(f"{CMS}/c", params={"fieldManager": "m"}, headers=apply,
+                                content="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: '1'}")
+    assert r.status_code == 201, r.text
+    r = await served.http.patch(f"{CMS}/c", params={"fieldManager": "m"}, headers=apply,
+                                content="apiVersion: v1\nkind: ConfigMap\ndata: {a: '2'}")
+    assert r.status_code == 200 and r.json()["data"] == {"a": "2"}, r.text
+
+
 @pytest.mark.parametrize(("meta", "message"), [
     ({"labels": {"a": 1}}, "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type "
                            "string"),
