@@ -1,5 +1,15 @@
 """RFC 7386 JSON merge patch, for the API's `application/merge-patch+json` and for the
-client, which applies a merge patch itself where it must send an update instead."""
+client, which applies a merge patch itself where it must send an update instead.
+
+As upstream's json-patch library (``gopkg.in/evanphx/json-patch.v4``, ``MergePatch``)
+merges: a value the patch brings where the target has no object (a missing or null key,
+a scalar, a list) is taken without its null fields, at any depth, in the maps inside
+its lists too (a list keeps its null items); a non-object value that replaces an
+object is taken as sent::
+
+    merge_patch({"a": [1]}, {"a": [{"b": None, "c": 1}, None]})    # {'a': [{'c': 1}, None]}
+    merge_patch({"a": {"x": 1}}, {"a": [{"b": None}]})             # {'a': [{'b': None}]}
+"""
 
 from __future__ import annotations
 
@@ -12,7 +22,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
     """``target`` with ``patch`` merged in (RFC 7386). ``target`` is not changed: the maps
     along the patch's keys are new, and the result shares the rest with ``target``."""
     if not isinstance(patch, dict):
-        return patch
+        return patch if isinstance(target, dict) else _without_nulls(patch)
     merged = dict(target) if isinstance(target, dict) else {}
     for k, v in patch.items():
         if v is None:
@@ -20,3 +30,13 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             merged[k] = merge_patch(merged.get(k), v)
     return merged
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` without the null fields of its maps, at any depth (the library's
+    ``pruneNulls``: a list's null items stay)."""
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value] if any(isinstance(v, dict | list) for v in value) else value
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
