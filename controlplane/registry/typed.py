@@ -369,34 +369,57 @@ def merge(live: Any, config: Any, shape: Shape) -> Any:
 
 
 def _merge_list(live: list[Any], config: list[Any], shape: Shape) -> list[Any]:
-    """Items keep the live order; the configuration's items come in its order, each
-    at the latest before the live item that follows it in the configuration."""
+    """The live items and the configuration's, in structured-merge-diff's order
+    (``typed/merge.go``, ``visitListItems``): both lists are walked together; an item
+    both have is merged where the two meet, the shared items coming in the
+    configuration's order (a live one met before its turn waits for it); a live-only
+    item keeps its place among the live items around it, a configuration-only one
+    among the configuration's::
+
+        live [a, b, c, d] + configuration [d, e, f, a]  ->  [b, c, d, e, f, a]
+        live [c, d, a] + configuration [a, b, c]         ->  [d, a, b, c]
+    """
     elem = shape.elem
     config_items = _index(shape, config)
-    live_elements = [_element(shape, item) for item in live]
+    rhs = list(config_items)
+    lhs = [_element(shape, item) for item in live]
     live_items: dict[str, Any] = {}
-    for element, item in zip(live_elements, live, strict=True):
+    for element, item in zip(lhs, live, strict=True):
         # a duplicated live element is not merged: the configuration's item replaces all of them
         live_items[element] = None if element in live_items else item
-    pending = list(config_items)  # configuration elements not placed yet, in order
-    placed: set[str] = set()
+    shared = [e for e in rhs if e in live_items]  # in the configuration's order
+    turn = 0  # shared[turn] is the shared item whose turn it is
+    merged: set[str] = set()
     out: list[Any] = []
-
-    def place_through(stop: str) -> None:
-        while pending:
-            element = pending.pop(0)
-            if element not in placed:
-                placed.add(element)
-                out.append(merge(live_items.get(element), config_items[element], elem))
-            if element == stop:
-                return
-
-    for element, item in zip(live_elements, live, strict=True):
-        if element not in config_items:
-            out.append(item)  # (each of a duplicated element the configuration leaves alone)
-        elif element not in placed:
-            place_through(element)
-    place_through("")
+    li = ri = 0
+    while li < len(lhs) or ri < len(rhs):
+        if li < len(lhs) and ri < len(rhs):
+            element = lhs[li]
+            if element == rhs[ri]:
+                merged.add(element)
+                out.append(merge(live_items[element], config_items[element], elem))
+                li += 1
+                ri += 1
+                turn += 1
+                continue
+            if element in config_items and turn < len(shared) and shared[turn] != element:
+                li += 1  # a shared item before its turn: placed when the configuration reaches it
+                continue
+        if li < len(lhs):
+            element = lhs[li]
+            if element not in config_items:
+                out.append(live[li])  # (each of a duplicated element the configuration leaves alone)
+                li += 1
+                continue
+            if element in merged:
+                li += 1
+        if ri < len(rhs):
+            element = rhs[ri]
+            merged.add(element)
+            out.append(merge(live_items.get(element), config_items[element], elem))
+            ri += 1
+            if turn < len(shared) and shared[turn] == element:
+                turn += 1
     return out
 
 

@@ -401,3 +401,21 @@ def test_an_object_stored_with_a_duplicated_list_key_can_be_applied_to(api: clie
     with pytest.raises(ApiException) as err:  # a configuration may not have duplicates
         raw_apply(api, path, deployment(a1, a2), fieldManager="a", force="true")
     assert err.value.status == 400 and "duplicate entries for key [name=\\\"A\\\"]" in err.value.body
+
+
+def test_an_apply_that_reorders_a_list_merges_it_in_upstreams_order(api: client.ApiClient) -> None:
+    # env order matters ($(VAR) expansion); an apply that moved items of a list others own
+    # put its items first, where structured-merge-diff keeps live-only items among the live
+    # ones and the shared items in the configuration's order
+    path = "/apis/apps/v1/namespaces/default/deployments/ordered"
+
+    def deployment(*names: str) -> dict[str, Any]:
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ordered"},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "o"}},
+                         "template": {"metadata": {"labels": {"app": "o"}}, "spec": {"containers": [
+                             {"name": "c", "image": "i", "env": [{"name": n, "value": "v"} for n in names]}]}}}}
+
+    raw_apply(api, path, deployment("A", "B", "C", "D"), fieldManager="first")
+    got = raw_apply(api, path, deployment("D", "E", "F", "A"), fieldManager="second")
+    assert [e["name"] for e in got["spec"]["template"]["spec"]["containers"][0]["env"]] == \
+        ["B", "C", "D", "E", "F", "A"]

@@ -208,3 +208,17 @@ def test_merge_replaces_all_duplicates_by_the_applied_item_and_keeps_the_others(
     assert kept["spec"]["containers"][0]["env"] == [a1, a2, {"name": "B", "value": "8"}]
     with pytest.raises(ShapeError, match="duplicate"):  # the configuration may not have them
         merge(env_pod(b), env_pod(a1, a2), POD)
+
+
+@pytest.mark.parametrize(("live", "config", "merged"), [
+    # structured-merge-diff's own cases for its merge order (typed/merge_test.go)
+    ("ab", "ba", "ba"), ("abc", "def", "abcdef"), ("abc", "cdef", "abcdef"), ("abcgf", "cdef", "abcgdef"),
+    ("abc", "defxyz", "abcdefxyz"), ("cdef", "ace", "acdef"), ("abcxyz", "def", "abcxyzdef"),
+    ("abcxyz", "defxyz", "abcdefxyz"), ("cagf", "cfag", "cfag"), ("abcd", "defa", "bcdefa"),
+    ("cdefghij", "2h3e4kl", "cdfg2hij3e4kl"), ("abcdefghij", "1b2h3e4kl", "a1bcdfg2hij3e4kl"),
+])
+def test_merge_orders_a_list_as_upstream(live: str, config: str, merged: str) -> None:
+    def names(*items: str) -> dict[str, Any]:
+        return env_pod(*({"name": n, "value": "v"} for n in items))
+    got = merge(names(*live), names(*config), POD)
+    assert "".join(e["name"] for e in got["spec"]["containers"][0]["env"]) == merged
