@@ -46,9 +46,10 @@ def query_of(query_string: bytes) -> Query:
     if not query_string:
         return query
     for key, value in parse_qsl(query_string.decode("utf-8", "replace"), keep_blank_values=True):
-        first = query.setdefault(key, value)
-        if first is not value:
-            query._repeated.setdefault(key, [first]).append(value)
+        if key in query:  # (not an identity test: CPython shares one-character strings)
+            query._repeated.setdefault(key, [query[key]]).append(value)
+        else:
+            query[key] = value
     return query
 
 
