@@ -248,6 +248,11 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         # the fields Go writes back whatever their value (no omitempty): a list item a
         # patch left without its name, ready or restartCount is read back with "", false, 0
         fill_zeros(found.unfilled)
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and meta.get("managedFields") == []:
+        # decoded, ``managedFields: []`` is no nil slice but an empty one, which the field
+        # manager takes as a reset of them (isResetManagedFields), as it takes ``[{}]``
+        meta["managedFields"] = [{}]
     if found.emptied and rtype.custom is None:
         # ``args: []`` stored as protobuf reads back as a nil slice: left out, as Go's JSON
         # encoder leaves it out for admission too; ``rules: []`` is null once stored

@@ -15,10 +15,14 @@ Rules kept here, as kube-apiserver keeps them:
   changed fields are ``Conflicts``). Removed fields leave every set.
 - An apply removes the fields its manager applied last time and no longer
   applies, unless another manager owns them (or something below them).
-- A request that sends ``managedFields: [{}]`` clears them. One that sends
-  none (or an empty list) keeps the stored ones, so clients unaware of the
-  field cannot drop it; one that sends valid entries replaces them.
+- A request that sends ``managedFields: [{}]`` or ``[]`` clears them (upstream's
+  ``isResetManagedFields``; a create's are then its creator's alone). One that
+  sends none keeps the stored ones, so clients unaware of the field cannot drop
+  it; one that sends valid entries replaces them.
   Subresource writes always keep the stored ones.
+- An object without managedFields (cleared) stays so: updates, patches and
+  subresource writes track nothing on it until an apply tracks it again
+  (upstream's skipNonAppliedManager; creates are always tracked).
 - Server-set metadata (name, uid, resourceVersion...), ``apiVersion`` and
   ``kind`` are nobody's; nor is ``status`` when written through the object of
   a kind with a status subresource, nor anything but ``status`` and the metadata
@@ -184,7 +188,7 @@ def decode(raw: Any, trusted: bool = False) -> list[Entry] | None:
 
 
 def _is_reset(raw: Any) -> bool:
-    return isinstance(raw, list) and len(raw) == 1 and raw[0] == {}
+    return isinstance(raw, list) and (not raw or (len(raw) == 1 and raw[0] == {}))
 
 
 def _encode(entries: list[Entry]) -> list[dict[str, Any]]:
@@ -306,10 +310,14 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
     meta = new.setdefault("metadata", {})
     sent = meta.pop("managedFields", None)
     if subresource is None and _is_reset(sent):
-        return
+        if old is not None:
+            return
+        sent = None  # a create is tracked all the same, from nothing
     entries = decode(sent, trusted=_as_stored(sent, old)) if subresource is None and sent else None
     if entries is None:
         entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
+    if old is not None and not entries:
+        return  # nobody's fields are tracked: an update does not start (upstream's skipNonAppliedManager)
     shape = _shape(rtype)
     with_meta = subresource not in ("status", "approval") or old is None or _meta_moved(old, new)
     try:
@@ -370,6 +378,9 @@ def record_scale(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any], 
     entry. A write that leaves the replicas as they were changes no ownership."""
     stored = (old.get("metadata") or {}).get("managedFields", [])
     meta = new.setdefault("metadata", {})
+    if not stored:  # an object nobody's fields are tracked of stays so (upstream's skipNonAppliedManager)
+        meta.pop("managedFields", None)
+        return
     if value_at(old, replicas) == value_at(new, replicas):
         if stored:
             meta["managedFields"] = stored

@@ -419,3 +419,22 @@ def test_an_apply_that_reorders_a_list_merges_it_in_upstreams_order(api: client.
     got = raw_apply(api, path, deployment("D", "E", "F", "A"), fieldManager="second")
     assert [e["name"] for e in got["spec"]["template"]["spec"]["containers"][0]["env"]] == \
         ["B", "C", "D", "E", "F", "A"]
+
+
+def test_cleared_managed_fields_stay_cleared_until_an_apply(api: client.ApiClient, served: Serve) -> None:
+    # As upstream's integration test TestClearManagedFieldsWithUpdateEmptyList: an update that
+    # sends managedFields [] clears them (it kept them here), and a later update tracks nothing
+    # (upstream's skipNonAppliedManager; the next write re-made an entry here)
+    path = "/api/v1/namespaces/default/configmaps/cleared"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cleared", "labels": {"l": "a"}},
+            "data": {"k": "v"}}
+    raw_apply(api, path, body, fieldManager="applier")
+    put = httpx.put(f"{served.url}{path}", headers=bearer(served),
+                    json={**body, "metadata": {**body["metadata"], "managedFields": []}})
+    assert put.status_code == 200, put.text
+    assert "managedFields" not in put.json()["metadata"]
+    patched = raw_patch(api, path, "application/merge-patch+json", {"metadata": {"labels": {"l": "b"}}})
+    assert patched["metadata"]["labels"] == {"l": "b"} and "managedFields" not in patched["metadata"]
+    applied = raw_apply(api, path, body, fieldManager="applier", force="true")
+    assert {(m["manager"], m["operation"]) for m in applied["metadata"]["managedFields"]} == \
+        {("before-first-apply", "Update"), ("applier", "Apply")}

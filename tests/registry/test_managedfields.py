@@ -98,12 +98,29 @@ def test_managed_fields_sent_by_the_client() -> None:
     mf.record_write(DEPLOYMENTS, None, obj, "creator")
     kept = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].pop("managedFields"), "other")
     assert ("creator", "Update", "") in entries(kept)  # a client unaware of managedFields drops nothing
-    kept = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].__setitem__("managedFields", []), "other")
-    assert ("creator", "Update", "") in entries(kept)
-    reset = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].__setitem__("managedFields", [{}]), "other")
-    assert "managedFields" not in reset["metadata"]
+    # [{}] and [] clear them, as upstream's isResetManagedFields (its integration tests
+    # TestClearManagedFieldsWithUpdate and ...WithUpdateEmptyList)
+    for cleared in ([{}], []):
+        reset = updated(DEPLOYMENTS, obj, lambda o, c=cleared: o["metadata"].__setitem__("managedFields", c), "other")
+        assert "managedFields" not in reset["metadata"]
     bad = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].__setitem__("managedFields", [{"manager": 1}]), "x")
     assert ("creator", "Update", "") in entries(bad)  # undecodable: the stored ones
+
+
+def test_an_object_whose_managed_fields_were_cleared_is_tracked_again_only_by_an_apply() -> None:
+    # upstream's skipNonAppliedManager: an update of an object without managedFields tracks
+    # nothing (they were re-made by the next update here); a create always tracks
+    obj = deployment()
+    obj["metadata"]["managedFields"] = [{}]
+    mf.record_write(DEPLOYMENTS, None, obj, "creator")
+    assert ("creator", "Update", "") in entries(obj)
+    obj = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].__setitem__("managedFields", [{}]), "other")
+    for sub in (None, "status"):
+        later = updated(DEPLOYMENTS, obj, lambda o: o["metadata"]["labels"].__setitem__("x", "y"), "other", sub)
+        assert "managedFields" not in later["metadata"]
+    applied = mf.apply(DEPLOYMENTS, obj, {"apiVersion": "apps/v1", "kind": "Deployment",
+                                          "metadata": {"name": "web", "labels": {"x": "y"}}}, "applier")
+    assert {e[:2] for e in entries(applied)} == {("before-first-apply", "Update"), ("applier", "Apply")}
 
 
 def test_at_most_ten_update_entries() -> None:
