@@ -426,8 +426,8 @@ def test_cleared_managed_fields_stay_cleared_until_an_apply(api: client.ApiClien
     # sends managedFields [] clears them (it kept them here), and a later update tracks nothing
     # (upstream's skipNonAppliedManager; the next write re-made an entry here)
     path = "/api/v1/namespaces/default/configmaps/cleared"
-    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cleared", "labels": {"l": "a"}},
-            "data": {"k": "v"}}
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "cleared", "labels": {"l": "a"}}, "data": {"k": "v"}}
     raw_apply(api, path, body, fieldManager="applier")
     put = httpx.put(f"{served.url}{path}", headers=bearer(served),
                     json={**body, "metadata": {**body["metadata"], "managedFields": []}})

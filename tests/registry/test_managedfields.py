@@ -100,7 +100,8 @@ def test_managed_fields_sent_by_the_client() -> None:
     assert ("creator", "Update", "") in entries(kept)  # a client unaware of managedFields drops nothing
     # [{}] and [] clear them, as upstream's isResetManagedFields (its integration tests
     # TestClearManagedFieldsWithUpdate and ...WithUpdateEmptyList)
-    for cleared in ([{}], []):
+    resets: list[list[dict[str, Any]]] = [[{}], []]
+    for cleared in resets:
         reset = updated(DEPLOYMENTS, obj, lambda o, c=cleared: o["metadata"].__setitem__("managedFields", c), "other")
         assert "managedFields" not in reset["metadata"]
     bad = updated(DEPLOYMENTS, obj, lambda o: o["metadata"].__setitem__("managedFields", [{"manager": 1}]), "x")
