@@ -18,17 +18,21 @@ from typing import Any
 __all__ = ["merge_patch"]
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
+def merge_patch(target: Any, patch: Any, nulls: bool = True) -> Any:
     """``target`` with ``patch`` merged in (RFC 7386). ``target`` is not changed: the maps
-    along the patch's keys are new, and the result shares the rest with ``target``."""
+    along the patch's keys are new, and the result shares the rest with ``target``.
+
+    ``nulls=False`` says the patch holds no null below its maps' keys (a body without the
+    bytes ``null``), so what it brings is taken as it is: pruning a kubelet's status patch
+    (conditions, container statuses) cost eight times the merge itself."""
     if not isinstance(patch, dict):
-        return patch if isinstance(target, dict) else _without_nulls(patch)
+        return patch if not nulls or isinstance(target, dict) else _without_nulls(patch)
     merged = dict(target) if isinstance(target, dict) else {}
     for k, v in patch.items():
         if v is None:
             merged.pop(k, None)
         else:
-            merged[k] = merge_patch(merged.get(k), v)
+            merged[k] = merge_patch(merged.get(k), v, nulls)
     return merged
 
 

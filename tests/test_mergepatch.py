@@ -25,3 +25,14 @@ def test_merge_patch(target: dict[str, Any], patch: dict[str, Any], merged: dict
     before = repr(target)
     assert merge_patch(target, patch) == merged
     assert repr(target) == before
+
+
+def test_a_patch_said_to_hold_no_null_is_merged_alike_without_the_pruning_walk() -> None:
+    # the API passes nulls=False for a body without the bytes `null` (a kubelet's status patch):
+    # the result is the same, and what the patch brings is taken as it is, not rebuilt
+    status = {"conditions": [{"type": "Ready", "status": "True"}], "containerStatuses": [{"name": "c", "ready": True}]}
+    target = {"metadata": {"name": "p"}, "status": {"phase": "Pending"}}
+    pruned, taken = merge_patch(target, {"status": status}), merge_patch(target, {"status": status}, nulls=False)
+    assert pruned == taken == {"metadata": {"name": "p"}, "status": {"phase": "Pending", **status}}
+    assert taken["status"]["conditions"] is status["conditions"]
+    assert pruned["status"]["conditions"] is not status["conditions"]

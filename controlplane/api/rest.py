@@ -1489,7 +1489,7 @@ class KubeApi:
                     obj = _json_patch(old, patch)
                 else:
                     check_merge_patch(rtype, patch)
-                    obj = merge_patch(old, patch)
+                    obj = merge_patch(old, patch, nulls=b"null" in body)  # (no null to prune: most patches)
                 if not isinstance(obj, dict):
                     raise ApiError.bad_request("the patch must leave an object")
                 if not isinstance(obj.get("metadata"), dict):
