@@ -32,9 +32,9 @@ the parsed expression with each node's type, for the cost estimate (``registry/c
 Precision over coverage: whatever is ``dyn`` passes, and so does every case where cel-go's
 verdict is not certain here: numbers of different kinds compared, functions and methods
 this module does not know (their result is ``dyn``), timestamps and durations (strings of
-format ``date``, ``date-time``, ``duration`` are ``dyn`` here), objects with
-``x-kubernetes-preserve-unknown-fields`` (their undeclared fields are ``dyn``, where
-upstream exposes none, and so are they as operands), properties without a type, names that
+format ``date``, ``date-time``, ``duration`` are ``dyn`` here), properties without a type
+(an object with ``x-kubernetes-preserve-unknown-fields`` is typed by its declared fields
+alone, as upstream's ``SchemaDeclType``: the fields it preserves are not exposed), names that
 are not declared variables (but with ``strict``), functions of a namespace some library has
 (``math.greatest``, ``cel.bind``, which Kubernetes' environments lack).
 An expression this parser does not read is not checked at all.
@@ -64,7 +64,7 @@ class CelType:
     key: CelType | None = None
     schema: dict[str, Any] | None = None
     name: str = ""
-    open: bool = False  # x-kubernetes-preserve-unknown-fields: undeclared fields are dyn
+    open: bool = False  # no type (a root that omits it): undeclared fields are dyn
     resolve: Callable[[Any], Any] | None = field(default=None, repr=False)  # a node's $ref followed
     _fields: dict[str, CelType] | None = field(default=None, repr=False)
 
@@ -140,8 +140,9 @@ def schema_type(schema: Any, root: bool = False, name: str = _ROOT_NAME,
             return map_of(STRING, schema_type(extra, _embedded(extra, resolve), f"{name}.@elem", resolve))
         if extra is True:
             return DYN
-        open_ = schema.get("x-kubernetes-preserve-unknown-fields") is True or t is None
-        return CelType("object", schema={**schema, "__root__": root}, name=name, open=open_, resolve=resolve)
+        # x-kubernetes-preserve-unknown-fields does not open it: upstream's SchemaDeclType exposes
+        # the declared fields alone, so `self.undeclared` is an undefined field there too
+        return CelType("object", schema={**schema, "__root__": root}, name=name, open=t is None, resolve=resolve)
     if t == "string":
         fmt = schema.get("format")
         if fmt == "byte":
@@ -682,8 +683,7 @@ def _bound_count(name: str, args: list[_Node]) -> int:
 
 
 def _loose(t: CelType) -> CelType:
-    """An object with ``x-kubernetes-preserve-unknown-fields`` as an operand: dyn, since what
-    upstream makes of it is not modelled (only its declared fields are typed here)."""
+    """An object without a type (a root that omits it) as an operand: dyn."""
     return DYN if t.kind == "object" and t.open else t
 
 

@@ -1,0 +1,39 @@
+"""What fuzzing CustomResourceDefinitions and their custom resources found answered unlike
+upstream, over a real socket (httpx to the project's HTTP/1.1 protocol)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.api.test_bad_input_http import CRDS, Served, assert_status, served, widget_crd
+
+__all__ = ["served"]  # the fixture, imported for the tests below
+
+
+async def test_cel_rules_see_only_the_declared_fields_of_an_object_that_preserves_unknown_ones(
+        served: Served) -> None:
+    """Upstream's CEL type of an object with x-kubernetes-preserve-unknown-fields (or an
+    embedded resource) is the object of its declared fields (apiserver/pkg/cel/common
+    SchemaDeclType): a rule naming another field, or using the object as a number or a map,
+    does not compile and the CRD is refused. They were accepted here, then failed at run time
+    ("no such overload") on every write of a resource, its own PUT included."""
+    def preserving(rule: str, **more: Any) -> dict[str, Any]:
+        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {"a": {"type": "integer"}}, "x-kubernetes-validations": [{"rule": rule}], **more}
+
+    refused = [
+        (preserving("self.b == 1"), "undefined field 'b'"),
+        (preserving("has(self.b)"), "undefined field 'b'"),
+        (preserving("self >= oldSelf"), "found no matching overload for '_>=_'"),
+        (preserving("self.size() > 0"), "found no matching overload for 'size'"),
+        (preserving("self.spec.x == 1", **{"x-kubernetes-embedded-resource": True}), "undefined field 'spec'"),
+    ]
+    for field, error in refused:
+        resp = await served.http.post(CRDS, json=widget_crd(field))
+        status = assert_status(resp, 422, "Invalid")
+        assert error in status["message"], (field, status)
+    # its declared fields, and an embedded resource's kind, apiVersion and metadata.name, are typed
+    accepted = preserving("self.a >= 0 && self == oldSelf", **{"x-kubernetes-embedded-resource": True})
+    accepted["x-kubernetes-validations"].append({"rule": "self.kind != '' && self.metadata.name != ''"})
+    resp = await served.http.post(CRDS, json=widget_crd(accepted))
+    assert resp.status_code == 201, resp.text
