@@ -56,8 +56,8 @@ __all__ = ["CelType", "DYN", "check", "result_type", "schema_type", "type_errors
 @dataclass(eq=False)
 class CelType:
     """A CEL type: ``kind`` one of dyn, int, uint, double, string, bool, bytes, null, list,
-    map, object; a list's ``elem``, a map's ``key`` and ``elem``; an object's schema (its
-    fields read on demand) and its name in messages."""
+    map, object, optional; a list's ``elem``, a map's ``key`` and ``elem``, an optional's
+    ``elem``; an object's schema (its fields read on demand) and its name in messages."""
 
     kind: str
     elem: CelType | None = None
@@ -91,6 +91,15 @@ def map_of(key: CelType, elem: CelType) -> CelType:
     return CelType("map", key=key, elem=elem)
 
 
+def optional_of(elem: CelType) -> CelType:
+    """``optional_type(elem)``: an ``optionalOldSelf`` rule's ``oldSelf``. Its field is an
+    optional of the field (cel-go's checker unwraps the optional for a selection and wraps
+    the result), its ``hasValue()``, ``value()``, ``orValue()`` and ``or()`` are typed; an
+    equality with a value that is not an optional is refused; anything else done with it
+    is dyn here."""
+    return CelType("optional", elem=elem)
+
+
 def formatted(t: CelType) -> str:
     """A type as cel-go's ``FormatCelType`` prints it."""
     if t.kind == "list":
@@ -101,6 +110,8 @@ def formatted(t: CelType) -> str:
         return t.name
     if t.kind == "null":
         return "null_type"
+    if t.kind == "optional":
+        return f"optional_type({formatted(t.elem or DYN)})"
     return t.kind
 
 
@@ -506,6 +517,12 @@ class _Checker:
         assert node.target is not None
         at = node.at if at is None else at
         target = self.check(node.target, scope)
+        if target.kind == "optional" and not node.optional and target.elem is not None:
+            found = self._select_in(target.elem, node, at)
+            return DYN if found.kind == "dyn" else optional_of(found)
+        return self._select_in(target, node, at)
+
+    def _select_in(self, target: CelType, node: _Node, at: int) -> CelType:
         if node.optional or target.kind == "dyn":
             return DYN
         if target.kind == "map":
@@ -540,8 +557,18 @@ class _Checker:
             return DYN
         if self.strict and name not in _FUNCTIONS and not name.startswith(("_", "!", "-", "@")):
             self.undeclared(node.at, name)
-        target = _loose(self.check(node.target, scope)) if node.target is not None else None
-        types = [_loose(self.check(a, scope)) for a in args]
+        raw_target = self.check(node.target, scope) if node.target is not None else None
+        raw = [self.check(a, scope) for a in args]
+        if raw_target is not None and raw_target.kind == "optional" and name in _OPTIONAL_METHODS:
+            elem = raw_target.elem or DYN
+            if name == "orValue" and not (len(raw) == 1 and _same(raw[0], elem)):
+                return DYN  # another type than the optional's: not modelled
+            return raw_target if name == "or" else BOOL if name == "hasValue" else elem
+        if name in ("_==_", "_!=_") and len(raw) == 2 and _optional_against_value(*raw):
+            self.no_overload(node.at, name, raw)
+            return BOOL
+        target = _loose(raw_target) if raw_target is not None else None
+        types = [_loose(t) for t in raw]
         if target is None and name.startswith(("_", "!", "-", "@")):
             return self.operator(node, types)
         if target is None:
@@ -683,8 +710,18 @@ def _bound_count(name: str, args: list[_Node]) -> int:
 
 
 def _loose(t: CelType) -> CelType:
-    """An object without a type (a root that omits it) as an operand: dyn."""
-    return DYN if t.kind == "object" and t.open else t
+    """An object without a type (a root that omits it), or an optional, as an operand: dyn."""
+    return DYN if (t.kind == "object" and t.open) or t.kind == "optional" else t
+
+
+_OPTIONAL_METHODS = frozenset({"hasValue", "value", "orValue", "or"})
+
+
+def _optional_against_value(a: CelType, b: CelType) -> bool:
+    """Whether ``a == b`` compares an optional with a value of a known type that is not one
+    (``self == oldSelf`` where ``oldSelf`` is optional): cel-go finds no overload."""
+    plain = ("dyn", "optional", "null")
+    return (a.kind == "optional" and b.kind not in plain) or (b.kind == "optional" and a.kind not in plain)
 
 
 def _group(t: CelType) -> str:

@@ -744,10 +744,10 @@ def _type_problems(rule: dict[str, Any], self_type: CelType) -> dict[str, str]:
     (``cel expression must evaluate to a bool``); and of its ``messageExpression``
     (``messageExpression compilation failed: ...``, ``messageExpression must evaluate to a
     string``), checked, as upstream, only when the rule is fine. By key."""
-    from .celcheck import DYN, check
+    from .celcheck import check, optional_of
     from .expressions import compile_error
 
-    old_self = DYN if rule.get("optionalOldSelf") is True else self_type  # an optional there
+    old_self = optional_of(self_type) if rule.get("optionalOldSelf") is True else self_type
     variables = {"self": self_type, "oldSelf": old_self}
     out: dict[str, str] = {}
     text = rule.get("rule")

@@ -37,3 +37,19 @@ async def test_cel_rules_see_only_the_declared_fields_of_an_object_that_preserve
     accepted["x-kubernetes-validations"].append({"rule": "self.kind != '' && self.metadata.name != ''"})
     resp = await served.http.post(CRDS, json=widget_crd(accepted))
     assert resp.status_code == 201, resp.text
+
+
+async def test_an_optional_old_self_rule_that_reads_old_self_as_a_value_is_refused(served: Served) -> None:
+    """A rule with optionalOldSelf sees oldSelf as an optional (upstream's compileRule declares
+    it optional_type of self's type), so `self == oldSelf` does not compile upstream. It was
+    accepted here and then failed every update of every resource, their unchanged PUT included."""
+    def field(rule: str) -> dict[str, Any]:
+        return {"type": "object", "properties": {"name": {"type": "string"}},
+                "x-kubernetes-validations": [{"rule": rule, "optionalOldSelf": True}]}
+
+    for rule, error in [("self == oldSelf", "'(selfType"),
+                        ("!has(oldSelf.name) || self.name == oldSelf.name", "'(string, optional_type(string))'")]:
+        status = assert_status(await served.http.post(CRDS, json=widget_crd(field(rule))), 422, "Invalid")
+        assert "found no matching overload for '_==_' applied to " + error in status["message"], status
+    resp = await served.http.post(CRDS, json=widget_crd(field("!oldSelf.hasValue() || oldSelf.value() == self")))
+    assert resp.status_code == 201, resp.text

@@ -265,3 +265,22 @@ def test_undeclared_references_are_refused_as_cel_go_words_them(rule: str, where
 ])
 def test_declared_names_and_library_functions_are_not_undeclared(rule: str) -> None:
     assert type_errors(rule, _vars(), strict=True) == []
+
+
+def test_an_optional_old_self_is_an_optional_of_selfs_type() -> None:
+    """With optionalOldSelf, upstream declares oldSelf optional_type(<self's type>): a field of it
+    is an optional of the field, and comparing either with a plain value does not compile."""
+    from controlplane.registry.celcheck import optional_of, schema_type
+
+    self_type = schema_type({"type": "object", "properties": {"name": {"type": "string"}}})
+    variables = {"self": self_type, "oldSelf": optional_of(self_type)}
+    assert [e.split("\n")[0] for e in type_errors("self == oldSelf", variables)] == [
+        "ERROR: <input>:1:6: found no matching overload for '_==_' applied to "
+        "'(selfType0, optional_type(selfType0))'"]
+    assert [e.split("\n")[0] for e in type_errors("!has(oldSelf.name) || self.name == oldSelf.name", variables)] == [
+        "ERROR: <input>:1:33: found no matching overload for '_==_' applied to '(string, optional_type(string))'"]
+    assert type_errors("oldSelf.nope.hasValue()", variables)[0].startswith("ERROR: <input>:1:8: undefined field 'nope'")
+    for rule in ["!oldSelf.hasValue() || self.name == oldSelf.value().name", "oldSelf.value() == self",
+                 "oldSelf.?name.orValue('') == self.name", "oldSelf.orValue(self).name == self.name",
+                 "oldSelf.name == optional.of(self.name)", "oldSelf.or(optional.none()).hasValue()"]:
+        assert type_errors(rule, variables) == [], rule
