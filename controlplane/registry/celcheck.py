@@ -564,6 +564,10 @@ class _Checker:
             if name == "orValue" and not (len(raw) == 1 and _same(raw[0], elem)):
                 return DYN  # another type than the optional's: not modelled
             return raw_target if name == "or" else BOOL if name == "hasValue" else elem
+        if raw_target is not None and name in _OPTIONAL_METHODS and raw_target.kind in _PLAIN \
+                and not raw_target.open:  # oldSelf.hasValue() where oldSelf is no optional
+            self.no_overload(node.at, name, raw, raw_target)
+            return DYN
         if name in ("_==_", "_!=_") and len(raw) == 2 and _optional_against_value(*raw):
             self.no_overload(node.at, name, raw)
             return BOOL
@@ -715,6 +719,7 @@ def _loose(t: CelType) -> CelType:
 
 
 _OPTIONAL_METHODS = frozenset({"hasValue", "value", "orValue", "or"})
+_PLAIN = _PRIMITIVES | {"list", "map", "object"}  # the kinds that are never an optional
 
 
 def _optional_against_value(a: CelType, b: CelType) -> bool:

@@ -284,3 +284,13 @@ def test_an_optional_old_self_is_an_optional_of_selfs_type() -> None:
                  "oldSelf.?name.orValue('') == self.name", "oldSelf.orValue(self).name == self.name",
                  "oldSelf.name == optional.of(self.name)", "oldSelf.or(optional.none()).hasValue()"]:
         assert type_errors(rule, variables) == [], rule
+
+
+def test_the_optional_methods_of_a_value_that_is_no_optional_find_no_overload() -> None:
+    """`oldSelf.hasValue()` on a rule without optionalOldSelf: oldSelf is self's type there, which
+    has no hasValue() (cel-go's checker refuses it; it failed at run time here)."""
+    assert [e.split("\n")[0] for e in type_errors("oldSelf.hasValue()", _vars())] == [
+        "ERROR: <input>:1:17: found no matching overload for 'hasValue' applied to 'selfType0.()'"]
+    assert type_errors("self.name.value() == 'a'", _vars())[0].startswith(
+        "ERROR: <input>:1:16: found no matching overload for 'value' applied to 'string.()'")
+    assert type_errors("self.?name.hasValue() && self.?name.orValue('') != ''", _vars()) == []
