@@ -43,6 +43,9 @@ _CONVERSION_ERROR = re.compile(r"Function '(int|uint|double)' error: string pars
 # the interpreter's index of a list by a value of another type than int (``l["a"]``, and
 # ``l.name``, a field selected of a list), as cel-go's ``IndexOrError`` words it
 _LIST_INDEX = re.compile(r"Unexpected type: got '(\w+)', want 'int\|uint'\.")
+# the interpreter's refusal of a pattern given to ``matches`` at run time (the rule's value, not a
+# literal): cel-go answers Go's regexp.Compile error, ``error parsing regexp: missing closing ]: `[```
+_BAD_PATTERN = re.compile(r"Function 'matches' error: '(.*)' not a valid regex:.*", re.DOTALL)
 _OVERFLOW = re.compile(r"Function '(?:int|double)' error: (unsigned )?integer overflow\. The value is outside the "
                        r"range of the target type\.|Function 'uint' error: (unsigned) integer overflow\..*|"
                        r"Arithmetic overflow in '\w+' on .*", re.DOTALL)
@@ -303,6 +306,11 @@ def _run_time_error(text: str) -> str:
     index = _LIST_INDEX.fullmatch(text)
     if index is not None:
         return f"unsupported index type '{index.group(1)}' in list"
+    pattern = _BAD_PATTERN.fullmatch(text)
+    if pattern is not None:
+        from .goregexp import syntax_error
+
+        return syntax_error(pattern.group(1)) or f"error parsing regexp: invalid pattern: `{pattern.group(1)}`"
     overflow = _OVERFLOW.fullmatch(text)
     if overflow is not None:
         return "unsigned integer overflow" if any(overflow.groups()) else "integer overflow"

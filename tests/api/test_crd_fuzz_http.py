@@ -3,6 +3,7 @@ upstream, over a real socket (httpx to the project's HTTP/1.1 protocol)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from tests.api.test_bad_input_http import CRDS, Served, assert_status, served, widget_crd
@@ -53,3 +54,27 @@ async def test_an_optional_old_self_rule_that_reads_old_self_as_a_value_is_refus
         assert "found no matching overload for '_==_' applied to " + error in status["message"], status
     resp = await served.http.post(CRDS, json=widget_crd(field("!oldSelf.hasValue() || oldSelf.value() == self")))
     assert resp.status_code == 201, resp.text
+
+
+async def test_a_pattern_matches_refuses_at_run_time_is_reported_in_gos_words(served: Served) -> None:
+    """A rule matching against a pattern taken from the object (`self.s.matches(self.p)`) whose
+    pattern does not compile fails as cel-go's matches does: Go's regexp error
+    (`error parsing regexp: missing closing ]: `[``), not the interpreter's multi-line message."""
+    field = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 10},
+                                               "p": {"type": "string", "maxLength": 10}},
+             "x-kubernetes-validations": [{"rule": "self.s.matches(self.p)"}]}
+    assert (await served.http.post(CRDS, json=widget_crd(field))).status_code == 201
+    widgets = "/apis/fz.io/v1/namespaces/default/widgets"
+    for pattern, error in [("[", "missing closing ]: `[`"), ("(a", "missing closing ): `(a`")]:
+        body = {"apiVersion": "fz.io/v1", "kind": "Widget", "metadata": {"name": "w"},
+                "spec": {"x": {"s": "a", "p": pattern}}}
+        for _ in range(50):  # until the new resource is served
+            resp = await served.http.post(widgets, json=body)
+            if resp.status_code != 404:
+                break
+            await asyncio.sleep(0.1)
+        status = assert_status(resp, 422, "Invalid")
+        assert status["details"]["causes"] == [{
+            "reason": "FieldValueInvalid", "field": "spec.x",
+            "message": f'Invalid value: "object": error parsing regexp: {error} evaluating rule: '
+                       "self.s.matches(self.p)"}], status
