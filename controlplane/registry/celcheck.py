@@ -813,6 +813,47 @@ def typed_tree(expression: str, variables: dict[str, CelType]) -> tuple[Any, dic
     return tree[1], tree[0].types
 
 
+_REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
+
+
+def constant_patterns(expression: str) -> list[str]:
+    """The string literals ``expression`` gives as the pattern of ``matches`` (the method or
+    the global function), ``find`` or ``findAll``: upstream's programs compile them when they
+    are made (cel-go's regex constant optimization, which Kubernetes' environments enable),
+    so one Go's ``regexp`` refuses fails the rule's compilation."""
+    node = _parsed(expression)
+    out: list[tuple[int, str]] = []
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        stack.extend(n.args)
+        if n.target is not None:
+            stack.append(n.target)
+        if n.kind != "call" or n.name not in _REGEX_FUNCTIONS:
+            continue
+        at = 0 if n.target is not None else 1
+        if len(n.args) > at and n.args[at].kind == "lit" and n.args[at].literal is STRING:
+            pattern = _string_value(n.args[at].name)
+            if pattern is not None:
+                out.append((n.args[at].at, pattern))
+    return [pattern for _, pattern in sorted(out)]
+
+
+def _string_value(literal: str) -> str | None:
+    """A CEL string literal's value (its escapes as Python's, nearly all CEL's); None when not read."""
+    import ast
+
+    quote = literal.lstrip("rR")
+    if len(quote) < len(literal):
+        q = 3 if quote[:3] in ('"""', "'''") else 1
+        return quote[q:-q]
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def type_errors(expression: str, variables: dict[str, CelType], strict: bool = False) -> list[str]:
     """``check``'s errors only."""
     return check(expression, variables, strict)[0]

@@ -744,7 +744,7 @@ def _type_problems(rule: dict[str, Any], self_type: CelType) -> dict[str, str]:
     (``cel expression must evaluate to a bool``); and of its ``messageExpression``
     (``messageExpression compilation failed: ...``, ``messageExpression must evaluate to a
     string``), checked, as upstream, only when the rule is fine. By key."""
-    from .celcheck import check, optional_of
+    from .celcheck import check, constant_patterns, optional_of
     from .expressions import compile_error
 
     old_self = optional_of(self_type) if rule.get("optionalOldSelf") is True else self_type
@@ -758,6 +758,10 @@ def _type_problems(rule: dict[str, Any], self_type: CelType) -> dict[str, str]:
         out["rule"] = "compilation failed: " + "\n".join(errors)
     elif result.kind not in ("bool", "dyn"):
         out["rule"] = "cel expression must evaluate to a bool"
+    else:  # a constant pattern is compiled with the program (cel-go's regex optimization)
+        refused = [e for e in map(syntax_error, constant_patterns(text)) if e is not None]
+        if refused:
+            out["rule"] = "program instantiation failed: " + refused[0]
     message = rule.get("messageExpression")
     if out or not isinstance(message, str) or not message.strip() or compile_error(message) is not None:
         return out

@@ -78,3 +78,19 @@ async def test_a_pattern_matches_refuses_at_run_time_is_reported_in_gos_words(se
             "reason": "FieldValueInvalid", "field": "spec.x",
             "message": f'Invalid value: "object": error parsing regexp: {error} evaluating rule: '
                        "self.s.matches(self.p)"}], status
+
+
+async def test_a_rules_constant_pattern_go_refuses_refuses_the_crd(served: Served) -> None:
+    """cel-go compiles a constant pattern of matches(), find() and findAll() as the program is
+    made (the regex optimization Kubernetes' environments enable), so upstream refuses such a
+    rule with "program instantiation failed: error parsing regexp: ...". It was accepted here,
+    then failed (or, for a pattern only Go refuses, `a**`, matched) on every write."""
+    for rule, error in [("self.matches('[')", "missing closing ]: `[`"),
+                        ("self.matches('a**')", "invalid nested repetition operator: `**`"),
+                        ("self.find('(?=a)') == ''", "invalid or unsupported Perl syntax: `(?=`")]:
+        field = {"type": "string", "maxLength": 10, "x-kubernetes-validations": [{"rule": rule}]}
+        status = assert_status(await served.http.post(CRDS, json=widget_crd(field)), 422, "Invalid")
+        assert status["message"].endswith(f"program instantiation failed: error parsing regexp: {error}"), status
+    field = {"type": "string", "maxLength": 10, "x-kubernetes-validations": [{"rule": r"self.matches('^\\pL+$')"}]}
+    resp = await served.http.post(CRDS, json=widget_crd(field))
+    assert resp.status_code == 201, resp.text

@@ -294,3 +294,11 @@ def test_the_optional_methods_of_a_value_that_is_no_optional_find_no_overload() 
     assert type_errors("self.name.value() == 'a'", _vars())[0].startswith(
         "ERROR: <input>:1:16: found no matching overload for 'value' applied to 'string.()'")
     assert type_errors("self.?name.hasValue() && self.?name.orValue('') != ''", _vars()) == []
+
+
+def test_constant_patterns_are_the_literal_patterns_of_the_regex_functions() -> None:
+    from controlplane.registry.celcheck import constant_patterns
+
+    assert constant_patterns("matches(self, '[') && self.find(r'\\d(') == '' && self.matches(self)") == [
+        "[", "\\d("]
+    assert constant_patterns("self.findAll('x', 2).size() > 0 && self.matches('^\\\\d+$')") == ["x", "^\\d+$"]
