@@ -38,9 +38,15 @@ def merge_patch(target: Any, patch: Any, nulls: bool = True) -> Any:
 
 def _without_nulls(value: Any) -> Any:
     """``value`` without the null fields of its maps, at any depth (the library's
-    ``pruneNulls``: a list's null items stay)."""
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value] if any(isinstance(v, dict | list) for v in value) else value
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    ``pruneNulls``: a list's null items stay). Only maps and lists are walked into: a call
+    for each scalar cost most of a kubelet's status patch (its conditions' null
+    ``lastProbeTime``)."""
+    t = type(value)
+    if t is dict:
+        return {k: _without_nulls(v) if type(v) in _WALKED else v for k, v in value.items() if v is not None}
+    if t is list:
+        return [_without_nulls(v) if type(v) in _WALKED else v for v in value]
     return value
+
+
+_WALKED = (dict, list)  # (what JSON decodes to: exact types, no subclasses)
