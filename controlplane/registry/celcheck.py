@@ -95,8 +95,8 @@ def optional_of(elem: CelType) -> CelType:
     """``optional_type(elem)``: an ``optionalOldSelf`` rule's ``oldSelf``. Its field is an
     optional of the field (cel-go's checker unwraps the optional for a selection and wraps
     the result), its ``hasValue()``, ``value()``, ``orValue()`` and ``or()`` are typed; an
-    equality with a value that is not an optional is refused; anything else done with it
-    is dyn here."""
+    equality with a value that is not an optional is refused, and so is any call cel-go
+    declares no optional overload of (``_optional_misused``)."""
     return CelType("optional", elem=elem)
 
 
@@ -571,6 +571,13 @@ class _Checker:
         if name in ("_==_", "_!=_") and len(raw) == 2 and _optional_against_value(*raw):
             self.no_overload(node.at, name, raw)
             return BOOL
+        if name == "_[_]" and not node.optional and len(raw) == 2 and raw[0].kind == "optional" \
+                and raw[1].kind != "optional":  # cel-go's optional_list_index_int, optional_map_index_value
+            found = self.index(node, [_loose(raw[0].elem or DYN), _loose(raw[1])])
+            return DYN if found.kind == "dyn" else optional_of(found)
+        if _optional_misused(name, raw_target, raw):
+            self.no_overload(node.at, name, raw, raw_target)
+            return DYN
         target = _loose(raw_target) if raw_target is not None else None
         types = [_loose(t) for t in raw]
         if target is None and name.startswith(("_", "!", "-", "@")):
@@ -582,7 +589,8 @@ class _Checker:
     def comprehension(self, node: _Node, scope: dict[str, CelType]) -> CelType:
         assert node.target is not None
         name, args = node.name, node.args
-        over = _loose(self.check(node.target, scope))
+        over = self.check(node.target, scope)
+        over = over if over.kind == "optional" else _loose(over)  # an optional is no range
         bound = _bound_count(name, args)
         if over.kind == "list":
             kinds = [over.elem or DYN] if bound == 1 else [INT, over.elem or DYN]
@@ -727,6 +735,22 @@ def _optional_against_value(a: CelType, b: CelType) -> bool:
     (``self == oldSelf`` where ``oldSelf`` is optional): cel-go finds no overload."""
     plain = ("dyn", "optional", "null")
     return (a.kind == "optional" and b.kind not in plain) or (b.kind == "optional" and a.kind not in plain)
+
+
+# what cel-go declares for an optional operand beyond its methods: equality (checked above), an
+# index into an optional list or map (typed above), a conditional's branches, dyn() and type()
+_OPTIONAL_CALLS = frozenset({"_==_", "_!=_", "_[_]", "dyn", "type", "optMap", "optFlatMap"})
+
+
+def _optional_misused(name: str, target: CelType | None, args: list[CelType]) -> bool:
+    """Whether a call is given an optional where cel-go declares no overload taking one:
+    ``self.n > oldSelf.n``, ``size(oldSelf)``, ``oldSelf.s.startsWith('a')`` with
+    ``optionalOldSelf`` (upstream refuses such a rule when the CRD is written)."""
+    if name in _OPTIONAL_CALLS or not (name in _FUNCTIONS or name.startswith(("_", "!", "-", "@"))):
+        return False
+    if name == "_?_:_":
+        return args[0].kind == "optional"
+    return (target is not None and target.kind == "optional") or any(a.kind == "optional" for a in args)
 
 
 def _group(t: CelType) -> str:

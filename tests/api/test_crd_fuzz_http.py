@@ -48,10 +48,15 @@ async def test_an_optional_old_self_rule_that_reads_old_self_as_a_value_is_refus
         return {"type": "object", "properties": {"name": {"type": "string"}},
                 "x-kubernetes-validations": [{"rule": rule, "optionalOldSelf": True}]}
 
-    for rule, error in [("self == oldSelf", "'(selfType"),
-                        ("!has(oldSelf.name) || self.name == oldSelf.name", "'(string, optional_type(string))'")]:
+    for rule, error in [("self == oldSelf", "'_==_' applied to '(selfType"),
+                        ("!has(oldSelf.name) || self.name == oldSelf.name",
+                         "'_==_' applied to '(string, optional_type(string))'"),
+                        # an optional is no operand of an ordering, a size or a string function either
+                        ("self.name > oldSelf.name", "'_>_' applied to '(string, optional_type(string))'"),
+                        ("size(oldSelf.name) > 0", "'size' applied to '(optional_type(string))'"),
+                        ("oldSelf.name.startsWith('a')", "'startsWith' applied to 'optional_type(string).(string)'")]:
         status = assert_status(await served.http.post(CRDS, json=widget_crd(field(rule))), 422, "Invalid")
-        assert "found no matching overload for '_==_' applied to " + error in status["message"], status
+        assert "found no matching overload for " + error in status["message"], status
     resp = await served.http.post(CRDS, json=widget_crd(field("!oldSelf.hasValue() || oldSelf.value() == self")))
     assert resp.status_code == 201, resp.text
 

@@ -286,6 +286,32 @@ def test_an_optional_old_self_is_an_optional_of_selfs_type() -> None:
         assert type_errors(rule, variables) == [], rule
 
 
+def test_an_optional_is_no_operand_of_the_functions_that_take_values() -> None:
+    """cel-go declares no overload of an ordering, arithmetic, `in`, `size` or a string method
+    taking an optional, and no optional is a comprehension's range: an `optionalOldSelf` rule
+    using `oldSelf.n` as the number does not compile upstream (it failed at run time here).
+    Indexing an optional list or map is declared (optional_list_index_int) and gives an optional."""
+    from controlplane.registry.celcheck import formatted, optional_of, result_type, schema_type
+
+    self_type = schema_type({"type": "object", "properties": {
+        "n": {"type": "integer"}, "l": {"type": "array", "items": {"type": "string"}}}})
+    variables = {"self": self_type, "oldSelf": optional_of(self_type)}
+    overload = "found no matching overload for"
+    for rule, error in [
+            ("self.n > oldSelf.n", f"1:8: {overload} '_>_' applied to '(int, optional_type(int))'"),
+            ("self.n + oldSelf.n > 0", f"1:8: {overload} '_+_' applied to '(int, optional_type(int))'"),
+            ("oldSelf.n in [1]", f"1:11: {overload} '@in' applied to '(optional_type(int), list(int))'"),
+            ("oldSelf.l.size() > 0", f"1:15: {overload} 'size' applied to 'optional_type(list(string)).()'"),
+            ("oldSelf.l[0] == 'a'", f"1:14: {overload} '_==_' applied to '(optional_type(string), string)'"),
+            ("oldSelf.l.all(x, x != '')", "1:8: expression of type 'optional_type(list(string))' cannot be range "
+                                          "of a comprehension (must be list, map, or dynamic)")]:
+        assert [e.split("\n")[0] for e in type_errors(rule, variables)] == [f"ERROR: <input>:{error}"], rule
+    assert formatted(result_type("oldSelf.l[0]", variables)) == "optional_type(string)"
+    for rule in ["oldSelf.l[0].orValue('') == 'a'", "oldSelf.hasValue() ? oldSelf.value().n : 0",
+                 "dyn(oldSelf) != null", "oldSelf.n.optMap(v, v + 1).orValue(0) > 0", "has(oldSelf.n)"]:
+        assert type_errors(rule, variables) == [], rule
+
+
 def test_the_optional_methods_of_a_value_that_is_no_optional_find_no_overload() -> None:
     """`oldSelf.hasValue()` on a rule without optionalOldSelf: oldSelf is self's type there, which
     has no hasValue() (cel-go's checker refuses it; it failed at run time here)."""
