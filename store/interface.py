@@ -217,6 +217,13 @@ class Store(Protocol):
         To page, call again with ``start = last.key + b"\\x00"`` and the returned revision.
         """
 
+    async def count(self, start: bytes, end: bytes, revision: int = 0) -> tuple[int, int]:
+        """How many keys ``range(start, end, revision)`` would return (etcd's ``count_only``
+        range), without reading their values: ``(count, revision)``, the revision as
+        ``range`` returns it. The same range conventions and revision errors as ``range``.
+        After a page of ``range``, ``count(last.key + b"\\x00", end, revision)`` is how
+        many keys the next pages hold."""
+
     def watch(self, start: bytes, end: bytes, start_revision: int = 0,
               prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:
         """Events on ``[start, end)`` from ``start_revision`` on (see the module docstring),

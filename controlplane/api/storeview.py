@@ -2,7 +2,8 @@
 type's, a CRD converting by webhook: ``KubeApi.store``). A view changes what is written or read;
 what it does not change goes to the real store as it is: watches (whose readers convert what
 they serve), compaction and revisions. Closing a view leaves the real store open: the view
-lives for one request, the store for the server."""
+lives for one request, the store for the server. Counts go to the real store too: no view
+changes which keys exist."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ __all__ = ["StoreView"]
 class StoreView:
     def __init__(self, real: Store) -> None:
         self._real = real
+
+    async def count(self, start: bytes, end: bytes, revision: int = 0) -> tuple[int, int]:
+        return await self._real.count(start, end, revision)
 
     def watch(self, start: bytes, end: bytes, start_revision: int = 0,
               prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:

@@ -873,6 +873,29 @@ class EtcdStore:
                 break
         return out, at, more
 
+    async def count(self, start: bytes, end: bytes, revision: int = 0) -> tuple[int, int]:
+        """See ``Store.count``: etcd's ``count_only`` range per span of user keys, each at
+        the revision the first was read at."""
+        if not start and not end:
+            raise InvalidRequest("count of nothing: start and end are both empty")
+        if revision < 0:
+            raise InvalidRequest(f"revision must be >= 0, got {revision}")
+        spans = _user_spans(bytes(start), bytes(end))
+        if not spans:  # only reserved keys: none to count, but the revision still is checked
+            spans = [(_PROBE_KEY, b"")]  # (never written: counts 0)
+        n = 0
+        at = revision
+        for span_start, span_end in spans:
+            body: dict[str, Any] = {"key": _b64(span_start), "count_only": True}
+            if span_end:
+                body["range_end"] = _b64(span_end)
+            if at:
+                body["revision"] = at
+            answer = await self._range(body, at)
+            at = at or _revision(answer)
+            n += int(answer.get("count", 0))
+        return n, at
+
     def watch(self, start: bytes, end: bytes, start_revision: int = 0,
               prev_kv: bool = False) -> AsyncIterator[list[Event]]:
         """See ``Store.watch``. ``start_revision=0`` starts after etcd's current revision

@@ -43,8 +43,8 @@ from ..errors import (
     ValueTooLarge,
 )
 from ..interface import MAX_KEY_BYTES, MAX_VALUE_BYTES, Event, EventRun, EventType, KeyValue
+from . import counts, wal
 from . import layout as L
-from . import wal
 from .index import KeyIndex
 from .recent import RecentValues
 from .writer import (
@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 
 _OUR_FILES = {"data.mdb", "lock.mdb", "wal"}
 _RANGE_CHUNK = 1000      # keys read per read transaction before yielding to the loop
+_COUNT_CHUNK = 10_000    # keys a count from a kept step walks at a time
+_COUNT_YIELD = 10        # steps (counts.STEP keys each) a count walks between yields to the loop
 _REPLAY_CHUNK = 2000     # log records scanned per watch replay step
 _WATCH_BUFFER = 100_000  # live events a watcher may hold before it falls back to replay
 
@@ -221,6 +223,7 @@ class LmdbStore:
         self._history_deltas = history_deltas
         self._keyframe_every = keyframe_every
         self._recent = RecentValues(recent_values)
+        self._counts = counts.CountMemo()
         self._gate = _MapGate()
         self._env, self._dbs = self._open_env(create)
         self._wal_dir = os.path.join(self.path, "wal")
@@ -786,6 +789,12 @@ class LmdbStore:
     def _locate(self, txn: lmdb.Transaction, key: bytes, revision: int) -> tuple[int, L.Record] | None:
         """The PUT record of ``key`` visible at ``revision`` (the index's latest, or back
         through prev links), or None if the key did not exist then."""
+        found = self._visible(txn, key, revision)
+        return None if found is None else (found[0], L.decode_record(found[1]))
+
+    def _visible(self, txn: lmdb.Transaction, key: bytes,
+                 revision: int) -> tuple[int, bytes | memoryview] | None:
+        """``_locate``'s record undecoded: its revision and bytes (a walk back reads headers only)."""
         e = self._index.entries.get(key)
         if e is None:
             return None
@@ -808,7 +817,7 @@ class LmdbStore:
                     break
         if buf is None or buf[0] != L.PUT:
             return None
-        return rev, L.decode_record(buf)
+        return rev, buf
 
     def _version_at(self, txn: lmdb.Transaction, key: bytes, revision: int) -> KeyValue | None:
         """``key`` as it was at ``revision``."""
@@ -973,6 +982,56 @@ class LmdbStore:
                 return out, rev, False
             resume = keys[-1] + b"\x00"
             await asyncio.sleep(0)
+
+    async def count(self, start: bytes, end: bytes, revision: int = 0) -> tuple[int, int]:
+        """See ``Store.count``: from the key index, which knows each key's latest record;
+        only a key changed since ``revision`` (and not in a life begun by then) has its
+        history walked back in the log, record headers only. No value is read. A range
+        counted at a revision is remembered by steps (``store.lmdb.counts``): the counts
+        of the rest of a paginated list, page after page, walk a step each."""
+        if end == b"":
+            start = self._check_key(start)
+        self._start()
+        self._catch_up()
+        with self._read() as txn:
+            rev = self._check_revision(txn, revision)
+        if end == b"":
+            with self._read() as txn:
+                return int(self._visible(txn, start, rev) is not None), rev
+        kept = self._counts.get(rev, end, start)
+        if kept is not None:
+            upto, n = kept.split(start)
+            resume: bytes | None = start
+            while resume is not None:  # from start to the next step kept: a step of keys, or little more
+                live, resume = self._count_step(resume, upto or end, rev, _COUNT_CHUNK)
+                n += live
+                if resume is not None:
+                    await asyncio.sleep(0)
+        else:
+            starts: list[bytes] = []
+            lives: list[int] = []
+            resume = start
+            while resume is not None:
+                starts.append(resume)
+                live, resume = self._count_step(resume, end, rev, counts.STEP)
+                lives.append(live)
+                if len(starts) % _COUNT_YIELD == 0:
+                    await asyncio.sleep(0)
+            n = self._counts.put(rev, end, starts, lives).after[0]
+        with self._read() as txn:
+            compact = self._meta(txn, L.META_COMPACT)
+            if rev < compact:  # compacted while we were counting: the log walks may have missed records
+                raise Compacted(rev, compact)
+        return n, rev
+
+    def _count_step(self, start: bytes, end: bytes, revision: int, limit: int) -> tuple[int, bytes | None]:
+        """The keys live at ``revision`` among the first ``limit`` in ``[start, end)``, and where
+        the next step begins (None: at ``end``)."""
+        live, unsure, resume = self._index.count_at(start, end, revision, limit)
+        if unsure:
+            with self._read() as txn:
+                live += sum(1 for key in unsure if self._visible(txn, key, revision) is not None)
+        return live, resume
 
     def watch(self, start: bytes, end: bytes, start_revision: int = 0,
               prev_kv: bool = False) -> AsyncIterator[Sequence[Event]]:

@@ -114,5 +114,28 @@ class KeyIndex:
         j = len(order) if end == b"\x00" else bisect.bisect_left(order, end, i)
         return order[i:min(j, i + limit)]
 
+    def count_at(self, start: bytes, end: bytes, revision: int, limit: int) -> tuple[int, list[bytes], bytes | None]:
+        """Of the first ``limit`` keys in ``[start, end)``: how many the index alone shows were
+        live at ``revision``, the keys it cannot tell about (changed since ``revision`` and not
+        in a life begun by then: their state at ``revision`` is in the log), and where the next
+        call goes on from (None: the range is done)."""
+        keys = self.range_keys(start, end, limit)
+        entries = self.entries
+        live = 0
+        unsure: list[bytes] = []
+        for key in keys:
+            e = entries.get(key)
+            if e is None:  # dropped since the last merge
+                continue
+            mod, create, _ = e
+            if mod <= revision:  # its latest record is the one visible at ``revision``
+                if create:
+                    live += 1
+            elif 0 < create <= revision:  # a life that had begun by ``revision`` and goes on
+                live += 1
+            else:  # deleted since, or created since (perhaps after an earlier life)
+                unsure.append(key)
+        return live, unsure, (keys[-1] + b"\x00" if len(keys) == limit else None)
+
     def iter_keys(self) -> Iterator[bytes]:
         return iter(self._order())

@@ -171,6 +171,53 @@ async def test_range_end_conventions(kv: store.Store, prefix: bytes) -> None:
     assert [x.key for x in rest][:2] == [prefix + b"a", prefix + b"ab"]
 
 
+async def test_count_is_the_length_of_the_range_at_any_revision(kv: store.Store, prefix: bytes) -> None:
+    """``count`` (etcd's count_only range) agrees with ``range`` at every revision of a history of
+    creates, updates, deletes and keys made again, from any start: the rest of a list after
+    each of its pages, at the first page's revision, however the keys changed since."""
+    rnd = random.Random(3)
+    names = [prefix + f"k{i:03d}".encode() for i in range(60)]
+    revisions = []
+    for _ in range(240):
+        k = rnd.choice(names)
+        try:
+            if rnd.random() < 0.3:
+                revisions.append(await kv.delete(k))
+            else:
+                revisions.append(await kv.update(k, b"u", 0))
+        except store.NotFound:
+            revisions.append(await kv.create(k, b"c"))
+    end = pend(prefix)
+    for rev in [revisions[0], *rnd.sample(revisions, 6), revisions[-1]]:
+        whole, _, _ = await kv.range(prefix, end, revision=rev)
+        assert await kv.count(prefix, end, rev) == (len(whole), rev)
+        for i in range(0, len(whole), 7):  # the keys after each page of 7, as a paginated list asks
+            assert await kv.count(whole[i].key + b"\x00", end, rev) == (len(whole) - i - 1, rev)
+        if whole:
+            middle = whole[len(whole) // 2].key
+            assert (await kv.count(prefix, middle, rev))[0] == len(whole) // 2
+    now, at, _ = await kv.range(prefix, end)
+    assert await kv.count(prefix, end) == (len(now), at)
+
+
+async def test_count_end_conventions_and_revision_errors(kv: store.Store, prefix: bytes) -> None:
+    r1 = await kv.create(prefix + b"a", b"1")
+    await kv.create(prefix + b"ab", b"2")
+    rdel = await kv.delete(prefix + b"a")
+    assert await kv.count(prefix + b"a", b"") == (0, rdel)  # end b"": the one key
+    assert await kv.count(prefix + b"a", b"", r1) == (1, r1)
+    assert await kv.count(prefix + b"ab", b"", r1) == (0, r1)
+    # b"\x00": every key from start on (other tests' keys too, on a shared etcd): as range says
+    rest, _, _ = await kv.range(prefix, b"\x00", revision=rdel)
+    assert await kv.count(prefix, b"\x00", rdel) == (len(rest), rdel)
+    with pytest.raises(store.FutureRevision):
+        await kv.count(prefix, pend(prefix), await kv.revision() + 1000)
+    await kv.compact(rdel)
+    with pytest.raises(store.Compacted):
+        await kv.count(prefix, pend(prefix), r1)
+    assert await kv.count(prefix, pend(prefix), rdel) == (1, rdel)
+
+
 async def test_compaction(kv: store.Store, prefix: bytes) -> None:
     k = prefix + b"x"
     r1 = await kv.create(k, b"1")
