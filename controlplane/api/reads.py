@@ -60,6 +60,7 @@ __all__ = [
     "list_options",
     "stamp",
     "too_large_resource_version",
+    "unselective",
     "watch_options",
 ]
 
@@ -387,6 +388,14 @@ def _go_json_error(data: bytes) -> str:
         "invalid character after top-level value"
 
 
+def unselective(match: Filter, namespace: str | None) -> bool:
+    """No selector beyond the URL's namespace (which the key range already applies): a page
+    of such a list carries ``remainingItemCount``, as upstream's when its predicate is
+    ``Empty()``; a selector's count would include objects it filters out, so upstream gives none."""
+    return match.labels.empty and all(
+        (name, equal, value) == ("metadata.namespace", True, namespace) for name, equal, value in match.terms)
+
+
 # -- results ----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Listed:
@@ -542,6 +551,11 @@ class StoreReads:
                     start = kvs[-1].key + b"\x00"
                 if not more or not limit or len(items) >= limit:
                     break
+            remaining = None
+            if more and unselective(match, namespace):
+                # upstream's etcd3 store takes it from the page's range response (etcd counts the
+                # whole range at the page's revision): the keys after this page, at that revision
+                remaining, _ = await self.store.count(start, end, revision)
         except store.FutureRevision as e:  # (an exact revision past the store's: the cache's answer)
             raise too_large_resource_version(e.revision, e.current) from e
         except store.Compacted as e:
@@ -553,7 +567,7 @@ class StoreReads:
             raise gone from e
         if not options.exact and options.revision > revision:
             raise too_large_resource_version(options.revision, revision)
-        return Listed(items, revision, start if more else None, prefix=prefix)
+        return Listed(items, revision, start if more else None, remaining, prefix)
 
     async def watch(self, rtype: ResourceType, namespace: str | None, options: WatchOptions) -> WatchStream:
         prefix = rtype.prefix(namespace)

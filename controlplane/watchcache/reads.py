@@ -36,6 +36,7 @@ from ..api.reads import (
     WatchStream,
     bookmark_object,
     too_large_resource_version,
+    unselective,
 )
 from ..metrics import WATCH_CACHE_FALLBACKS, WATCH_EVENT_DELIVERY, observe_many
 from ..registry import ResourceType
@@ -135,7 +136,7 @@ class CacheReads:
         remaining = None
         if next_start is not None:
             cache.pin(snap)
-            if _unselective(options.filter, namespace):
+            if unselective(options.filter, namespace):
                 remaining = snap.count(next_start, end)
         return Listed(items, snap.revision, next_start, remaining, prefix)
 
@@ -209,12 +210,6 @@ async def _pick(snap: Snapshot, keys: list[bytes], start: bytes, end: bytes, mat
             return await unpacked(bodies), key
         bodies.append(entry[BODY])
     return await unpacked(bodies), None
-
-
-def _unselective(match: Filter, namespace: str | None) -> bool:
-    """No selector beyond the URL's namespace (which the key range already applies)."""
-    return match.labels.empty and all(
-        (name, equal, value) == ("metadata.namespace", True, namespace) for name, equal, value in match.terms)
 
 
 # Bodies unpacked on a worker thread rather than on the loop, from this many up:
