@@ -37,13 +37,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import orjson
 
+from ..registry.selectors import SelectorError, exact_match, parse_label_selector
 from .errors import ApiError
+from .params import go_int64
 
 __all__ = ["ANONYMOUS", "Authorizer", "Authorizes", "Request", "Rules", "User", "aggregate", "forbidden",
            "selected_name", "verb_of"]
@@ -101,19 +103,27 @@ def verb_of(method: str, named: bool, watch: bool) -> str:
             "DELETE": "delete" if named else "deletecollection"}.get(method, method.lower())
 
 
-def selected_name(field_selector: str | None) -> str:
-    """The name a list or watch asks for by ``fieldSelector`` (``metadata.name=x`` or ``==x``,
-    among other terms), as upstream's RequestInfo takes it for the request's name (so that
-    ``resourceNames`` rules apply); ``""`` when there is none, or it is no valid path segment."""
-    for part in (field_selector or "").split(","):
-        for op in ("==", "!=", "="):  # (the order parse_field_selector tries them in)
-            if op in part:
-                field, value = (s.strip() for s in part.split(op, 1))
-                if op != "!=" and field == "metadata.name" and value not in (".", "..") \
-                        and "/" not in value and "%" not in value:
-                    return value
-                break
-    return ""
+def selected_name(query: Mapping[str, str]) -> str:
+    """The name a list or watch asks for by ``fieldSelector``, as upstream's RequestInfo takes
+    it for the request's name (so that ``resourceNames`` rules apply): what the selector
+    requires of ``metadata.name`` (fields.ParseSelector's terms, escapes and order:
+    ``metadata.name=a\\,b`` is ``a,b``; of two such terms, the first sorted). ``""`` when it
+    requires none, when the name is no valid path segment, or when the query's ListOptions
+    fail to decode (a malformed field or label selector, a ``limit`` or ``timeoutSeconds``
+    that is no int64): upstream then reads the request as a list of no name."""
+    text = query.get("fieldSelector") or ""
+    if not text:
+        return ""
+    try:
+        name = exact_match(text, "metadata.name")
+        parse_label_selector(query.get("labelSelector"))
+    except SelectorError:
+        return ""
+    if not name or name in (".", "..") or "/" in name or "%" in name:  # path.IsValidPathSegmentName
+        return ""
+    if any((raw := query.get(key) or "") and go_int64(raw) is None for key in ("limit", "timeoutSeconds")):
+        return ""
+    return name
 
 
 @dataclass(slots=True)

@@ -1018,7 +1018,7 @@ class KubeApi:
         selector = ""
         if not name and verb in ("list", "watch") and not legacy_watch:  # one object by field selector: its name
             selector = query.get("fieldSelector") or ""
-            name = selected_name(selector)
+            name = selected_name(query)
         return RbacRequest(verb, group, rest[0], subresource, namespace, name, field_selector=selector)
 
     @classmethod

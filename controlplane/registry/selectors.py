@@ -27,6 +27,7 @@ __all__ = [
     "LabelSelector",
     "SelectorError",
     "custom_fields_key",
+    "exact_match",
     "parse_field_selector",
     "parse_label_selector",
     "selectable_fields",
@@ -450,6 +451,30 @@ def _unescape_value(value: str) -> str:
     if escaped:
         raise SelectorError("invalid field selector: invalid escape sequence: \\")
     return "".join(out)
+
+
+def exact_match(text: str, field: str) -> str | None:
+    """The value ``text`` requires of ``field``, as upstream's ``fields.ParseSelector(text)``
+    then ``RequiresExactMatch(field)``: the first ``=`` or ``==`` term on ``field`` in the
+    terms' sorted order, its value unescaped; None when there is none. The selector as
+    written, no field known to a kind and no space trimmed (`` metadata.name=a`` names no
+    ``metadata.name``); ``SelectorError`` where the parse fails.
+
+        >>> exact_match(r"metadata.name=b,metadata.name=a\\,c", "metadata.name")
+        'a,c'
+    """
+    found = None
+    for part in sorted(_split_terms(text)):
+        if not part:
+            continue
+        split = _split_term(part)
+        if split is None:
+            raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")
+        name, op, value = split
+        value = _unescape_value(value)  # (every term's: a bad escape anywhere fails the parse)
+        if found is None and op != "!=" and name == field:
+            found = value
+    return found
 
 
 def parse_field_selector(text: str | None, plural: str, custom: bool = False,

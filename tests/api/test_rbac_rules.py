@@ -59,9 +59,41 @@ def test_verbs_and_denials_are_worded_as_upstream() -> None:
     assert [verb_of("GET", True, False), verb_of("GET", False, False), verb_of("GET", False, True),
             verb_of("DELETE", False, False), verb_of("PATCH", True, False), verb_of("HEAD", True, False),
             verb_of("GET", True, True)] == ["get", "list", "watch", "deletecollection", "patch", "get", "get"]
-    assert [selected_name(s) for s in ("metadata.name=a", "x=1, metadata.name==b", "metadata.name!=c",
-                                       "metadata.namespace=d", "metadata.name=a/b", "metadata.name=..", None)] == [
-        "a", "b", "", "", "", "", ""]
+    assert [selected_name({"fieldSelector": s}) for s in (
+        "metadata.name=a", "x=1,metadata.name==b", "metadata.name!=c", "metadata.namespace=d", "metadata.name=a/b",
+        "metadata.name=..", "")] == ["a", "b", "", "", "", "", ""]
+    assert selected_name({}) == ""
+
+
+@pytest.mark.parametrize(("selector", "name"), [
+    ("metadata.name=a\\,b", "a,b"),  # fields.ParseSelector's escapes: one term, its value unescaped
+    ("metadata.name=a\\=b", "a=b"),
+    ("metadata.name=a\\\\b", "a\\b"),
+    ("metadata.name=b,metadata.name=a", "a"),  # two terms: the first of the sorted ones
+    ("metadata.name=a,metadata.name==b", "b"),  # ("==b" sorts before "=a": "=" is below "a")
+    ("metadata.name!=a,metadata.name=b", "b"),
+    ("metadata.name=a,", "a"),  # an empty term is skipped
+    (" metadata.name=a", ""),  # the field as written: no space trimmed
+    ("x=1, metadata.name==b", ""),
+    ("metadata.name= a", " a"),
+    ("x=1\\,metadata.name=a", ""),  # one term, x's, whose value has an unescaped "="
+    ("metadata.name=a,bogus", ""),  # malformed: the request names nothing
+    ("metadata.name=a,x=\\y", ""),  # an invalid escape in another term
+    ("metadata.name=a\\", ""),
+    ("metadata.name=a%2Fb", ""),  # no valid path segment
+    ("metadata.name=", ""),
+])
+def test_the_name_of_a_list_by_field_selector_is_upstreams_parse(selector: str, name: str) -> None:
+    """As upstream's RequestInfo: fields.ParseSelector(s).RequiresExactMatch("metadata.name")."""
+    assert selected_name({"fieldSelector": selector}) == name
+
+
+def test_no_name_where_the_list_options_fail_to_decode() -> None:
+    """RequestInfo decodes the whole ListOptions; where that fails it takes no name."""
+    ok = {"fieldSelector": "metadata.name=a"}
+    assert selected_name({**ok, "labelSelector": "app=web", "limit": "5", "timeoutSeconds": "+3"}) == "a"
+    assert [selected_name({**ok, key: value}) for key, value in (
+        ("labelSelector", "app in (web"), ("limit", "x"), ("timeoutSeconds", "1.5"), ("limit", " 5"))] == [""] * 4
     e = forbidden(BOT, Request("get", "", "pods", "log", "dev", "p"))
     assert e.code == 403 and e.message == ('pods "p" is forbidden: User "system:serviceaccount:dev:bot" cannot get '
                                            'resource "pods/log" in API group "" in the namespace "dev"')

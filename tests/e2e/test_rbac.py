@@ -280,6 +280,42 @@ def test_a_list_or_watch_of_one_name_by_field_selector_is_authorized_for_that_na
         assert bob.get(f"{cms}/cm1", params={"watch": "true", "timeoutSeconds": "1"}).status_code == 403  # a get
 
 
+def test_the_name_a_field_selector_gives_is_upstreams_parse_of_it(rbac_served: Serve) -> None:
+    """The selector read as fields.ParseSelector reads it, before the request is served: of
+    two ``metadata.name`` terms the first sorted names the request (both must hold: nothing
+    listed); a selector that fails to parse (a bare term, an unescaped ``=`` in a value
+    escaped past a comma) or a query whose ListOptions fail to decode names nothing, and
+    the user limited to a name is refused before the 400 the admin gets."""
+    with as_user(rbac_served, "admin-token") as admin, as_user(rbac_served, "bob-token") as bob:
+        assert admin.post("/api/v1/namespaces", json={"metadata": {"name": "dev-fs"}}).status_code == 201
+        for name in ("cm1", "cm2"):
+            assert admin.post("/api/v1/namespaces/dev-fs/configmaps",
+                              json={"metadata": {"name": name}}).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-fs/roles", json={
+            "metadata": {"name": "one-cm"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                                                      "resourceNames": ["cm1"], "verbs": ["list", "watch"]}]}
+        ).status_code == 201
+        assert admin.post(f"{RBAC}/namespaces/dev-fs/rolebindings", json={
+            "metadata": {"name": "bob-one-cm"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "one-cm"},
+            "subjects": [{"kind": "User", "name": "bob"}]}).status_code == 201
+        cms = "/api/v1/namespaces/dev-fs/configmaps"
+        both = {"fieldSelector": "metadata.name=cm2,metadata.name=cm1"}
+        listed = wait_status(lambda: bob.get(cms, params=both), 200)
+        assert listed.status_code == 200 and listed.json()["items"] == []
+        watched = bob.get(cms, params={**both, "watch": "true", "timeoutSeconds": "1"})
+        assert watched.status_code == 200 and watched.text == ""
+        for params in ({"fieldSelector": "metadata.name=cm1,bogus"}, {"fieldSelector": "x=1\\,metadata.name=cm1"},
+                       {"fieldSelector": "metadata.name=cm1", "labelSelector": "a in (b"},
+                       {"fieldSelector": "metadata.name=cm1", "limit": "many"}):
+            for watch in ({}, {"watch": "true", "timeoutSeconds": "1"}):
+                denied = bob.get(cms, params={**params, **watch})
+                assert denied.status_code == 403, (params, watch, denied.text)
+                assert denied.json()["message"].startswith(
+                    f'configmaps is forbidden: User "bob" cannot {"watch" if watch else "list"} resource')
+            assert admin.get(cms, params=params).status_code == 400
+
+
 def test_a_legacy_watch_path_is_authorized_as_a_watch_of_the_name_on_its_path(rbac_served: Serve) -> None:
     """``/api/v1/watch/namespaces/NS/configmaps/NAME`` is verb ``watch`` on NAME, whatever
     ``?watch`` says; the list path under ``/watch/`` names nothing, its field selector
