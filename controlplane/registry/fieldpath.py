@@ -178,13 +178,32 @@ def valid(tree: Any) -> bool:
 
 
 def key_element(fields: dict[str, Any]) -> str:
-    """The element of an associative list item: ``k:`` and the key fields as compact JSON, sorted by name."""
+    """The element of an associative list item: ``k:`` and the key fields as compact JSON, sorted by name.
+
+    A whole float is written as the integer it equals (``k:{"port":80}`` for ``80.0``):
+    structured-merge-diff compares an int and a float by value (``value.Compare``), so the
+    two name one item, and writes the float as Go's JSON does. A bool stays a bool: it
+    equals no number there (``true`` is not ``1``)."""
+    for v in fields.values():
+        if type(v) is float:
+            fields = {k: _whole(v) for k, v in fields.items()}
+            break
     return "k:" + orjson.dumps(fields, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def set_element(value: Any) -> str:
-    """The element of a set list item: ``v:`` and the value as JSON."""
+    """The element of a set list item: ``v:`` and the value as JSON (a whole float as its integer, as above)."""
+    if type(value) is float:
+        value = _whole(value)
     return "v:" + orjson.dumps(value).decode()
+
+
+def _whole(value: Any) -> Any:
+    """A float that is a whole number below 1e21 (which Go's JSON writes without an exponent)
+    as that int; any other value as it is."""
+    if type(value) is float and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
 
 
 def _json(value: Any) -> str:

@@ -283,7 +283,7 @@ def _merge_list(original: list[Any], patch: list[Any], schema: PatchSchema, merg
         return original
     if _element_kind(original, patch) is not dict:
         if deletion_list:
-            return [v for v in original if v not in patch]
+            return [v for v in original if not _within(v, patch)]
         merged = _unique(original + patch)
         in_patch, server_only = _partition(merged, patch, "")
         return _order(in_patch, server_only, patch, original, "")
@@ -372,7 +372,7 @@ def _find(items: list[Any], merge_key: str, value: Any) -> int | None:
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise StrategicMergeError(f"value for key {i} is not a map")
-        if merge_key in item and item[merge_key] == value:
+        if merge_key in item and _same(item[merge_key], value):
             return i
     return None
 
@@ -398,10 +398,22 @@ def _number(t: type) -> bool:
     return t is int or t is float
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Go's ``==`` on two JSON-decoded values, as upstream compares merge keys and the items of
+    primitive lists: the same type and value. A whole float is float64 and an integer int64
+    (apimachinery's JSON decoding), so ``80.0`` is not ``80``; nor is ``true`` ``1`` (Python
+    says both are)."""
+    return a == b and type(a) is type(b)
+
+
+def _within(value: Any, items: list[Any]) -> bool:
+    return any(_same(value, item) for item in items)
+
+
 def _unique(items: list[Any]) -> list[Any]:
     out: list[Any] = []
     for item in items:
-        if item not in out:
+        if not _within(item, out):
             out.append(item)
     return out
 
@@ -418,7 +430,7 @@ def _key_of(item: Any, merge_key: str) -> Any:
 def _index(order: list[Any], item: Any, merge_key: str) -> int:
     wanted = _key_of(item, merge_key)
     for i, o in enumerate(order):
-        if _key_of(o, merge_key) == wanted:
+        if _same(_key_of(o, merge_key), wanted):
             return i
     return -1
 
@@ -433,9 +445,10 @@ def _partition(merged: list[Any], by: list[Any], merge_key: str) -> tuple[list[A
                 raise _bad_arg_type({}, item)
             if merge_key not in item:
                 raise _no_merge_key(item, merge_key)
-            found = any(isinstance(b, dict) and merge_key in b and b[merge_key] == item[merge_key] for b in by)
+            key = item[merge_key]
+            found = any(isinstance(b, dict) and merge_key in b and _same(b[merge_key], key) for b in by)
         else:
-            found = item in by
+            found = _within(item, by)
         (named if found else others).append(item)
     return named, others
 
@@ -547,9 +560,9 @@ def _check_order(items: list[Any], order: list[Any], merge_key: str) -> None:
                 raise _no_merge_key(item, merge_key)
             if merge_key not in order[s]:
                 raise _no_merge_key(order[s], merge_key)
-            same = item[merge_key] == order[s][merge_key]
+            same = _same(item[merge_key], order[s][merge_key])
         else:
-            same = item == order[s]
+            same = _same(item, order[s])
         if same:
             p += 1
         s += 1

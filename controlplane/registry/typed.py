@@ -346,8 +346,8 @@ def _compare_node(element: str, old: Any, new: Any, shape: Shape,
             added[element] = children
         else:
             modified[element] = {}
-    elif old != new:
-        modified[element] = {}
+    elif old != new or (type(old) is bool) is not (type(new) is bool):
+        modified[element] = {}  # (structured-merge-diff's value.Equals: true is not 1, 1.0 is 1)
 
 
 # -- merging and removing --------------------------------------------------------------

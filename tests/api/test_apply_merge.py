@@ -126,3 +126,31 @@ async def test_kubectl_takes_over_from_client_side_apply_and_keeps_the_annotatio
     forced = await client.patch(f"{CONFIGMAPS}/d", {**config, "metadata": {"name": "d"}, "data": {"a": "2"}},
                                 "apply", fieldManager="tool", force=True)
     assert '"a":"1"' in forced["metadata"]["annotations"][LAST_APPLIED]
+
+
+async def test_keys_and_values_compare_as_structured_merge_diff_compares_them(client: Client) -> None:
+    """An applied ``80.0`` is the live item keyed ``80`` (value.Compare takes an int and a
+    float by value; FieldsV1 writes it as Go does, ``k:{"port":80}``); ``true`` equals no
+    number, so applying it over another manager's ``1`` conflicts."""
+    numbered = crd()
+    numbered["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = {
+        "type": "object", "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["port"],
+                      "items": {"type": "object", "required": ["port"],
+                                "properties": {"port": {"type": "number"}, "v": {"type": "string"}}}},
+            "nums": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "number"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    await client.create(CRDS, numbered)
+    await client.patch(f"{WIDGETS}/w", widget({"ports": [{"port": 80, "v": "a"}], "nums": [1], "free": {"x": 1}}),
+                       "apply", fieldManager="one")
+    second = await client.patch(f"{WIDGETS}/w", widget({"ports": [{"port": 80.0, "v": "b"}], "nums": [1.0]}),
+                                "apply", fieldManager="two", force=True)
+    assert [p["v"] for p in second["spec"]["ports"]] == ["b"] and len(second["spec"]["nums"]) == 1
+    assert managers(second)[("two", "Apply")] == {"f:spec": {
+        "f:ports": {'k:{"port":80}': {".": {}, "f:port": {}, "f:v": {}}}, "f:nums": {"v:1": {}}}}
+    assert managers(second)[("one", "Apply")]["f:spec"]["f:ports"] == {'k:{"port":80}': {".": {}, "f:port": {}}}
+    with pytest.raises(ClientError) as err:
+        await client.patch(f"{WIDGETS}/w", widget({"free": {"x": True}}), "apply", fieldManager="two")
+    assert err.value.code == 409 and err.value.message == 'Apply failed with 1 conflict: conflict with "one": .spec.free.x'
+    same = await client.patch(f"{WIDGETS}/w", widget({"free": {"x": 1.0}}), "apply", fieldManager="two")
+    assert managers(same)[("one", "Apply")]["f:spec"]["f:free"] == {"f:x": {}}  # 1.0 is 1: shared, no conflict

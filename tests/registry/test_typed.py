@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from controlplane.registry import shapes
-from controlplane.registry.fieldpath import paths
+from controlplane.registry.fieldpath import paths, set_element
 from controlplane.registry.shapes import Kind, shape_for
 from controlplane.registry.typed import ShapeError, compare, created_set, field_set, merge, remove
 
@@ -112,6 +112,25 @@ def test_merge_keeps_live_fields_and_merges_lists_by_key() -> None:
     assert web["image"] == "nginx:2" and web["ports"] == [{"containerPort": 80}]
     assert merged["spec"]["restartPolicy"] == "Always"
     assert live["spec"]["containers"][1]["image"] == "nginx:1"  # the live object is untouched
+
+
+def test_keys_and_values_compare_as_structured_merge_diffs_values() -> None:
+    """value.Compare/Equals: an int and a float by value (80 and 80.0 name one item, and
+    FieldsV1 writes the float as Go does, ``80``); a bool equals no number (``true`` is not 1)."""
+    live = pod()
+    floated = {"spec": {"containers": [{"name": "web", "ports": [{"containerPort": 80.0, "name": "http"}]}]}}
+    assert merge(live, floated, POD)["spec"]["containers"][0]["ports"] == [{"containerPort": 80.0, "name": "http"}]
+    assert field_set(floated, POD)["f:spec"]["f:containers"]['k:{"name":"web"}']["f:ports"] == {
+        'k:{"containerPort":80,"protocol":"TCP"}': {".": {}, "f:containerPort": {}, "f:name": {}}}
+    assert paths(compare(live, merge(live, floated, POD), POD).modified) == []  # (80 is 80.0: name is added)
+    boolean = {"spec": {"containers": [{"name": "web", "ports": [{"containerPort": True}]}]}}
+    assert merge(live, boolean, POD)["spec"]["containers"][0]["ports"] == [{"containerPort": 80},
+                                                                           {"containerPort": True}]
+    deduced = shapes.DEDUCED
+    assert paths(compare({"spec": {"x": 1}}, {"spec": {"x": True}}, deduced).modified) == [("f:spec", "f:x")]
+    assert paths(compare({"spec": {"x": 1}}, {"spec": {"x": 1.0}}, deduced).modified) == []
+    assert [set_element(v) for v in (1.0, 1, True, 1.5, 1e21, "1")] == ["v:1", "v:1", "v:true", "v:1.5", "v:1e+21",
+                                                                         'v:"1"']
 
 
 def test_merge_replaces_atomic_values_and_unions_sets() -> None:
