@@ -10,6 +10,8 @@ wire format spells them (structured-merge-diff's ``fieldpath.Set``)::
     .                         the node itself, when it also has children
 
 A node is a member of the set when it is a leaf (``{}``) or has a ``.`` child.
+A tree's keys may come in any order; ``ordered`` puts them in the order upstream
+serialises a set in (``.`` first, then its path elements sorted), for the object.
 Invariant, kept by every function here: a non-leaf node that is not a member
 has at least one member below it (no empty, memberless branches), so the tree
 is also its own serialisation::
@@ -22,6 +24,8 @@ share unchanged subtrees with their inputs.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from typing import Any
 
 import orjson
@@ -33,7 +37,9 @@ __all__ = [
     "intersection",
     "is_member",
     "key_element",
+    "ordered",
     "path_string",
+    "remember_ordered",
     "paths",
     "set_element",
     "union",
@@ -145,6 +151,115 @@ def _intersection_node(a: Tree, b: Tree) -> Tree | None:
             if i is not None:
                 children[k] = i
     return _make(member, children)
+
+
+def ordered(tree: Tree, known: Tree | None = None) -> Tree:
+    """``tree`` with its keys in the order structured-merge-diff writes a ``fieldpath.Set``
+    (``serialize.go``, ``emitContentsV1``): ``.`` first, then the path elements sorted as
+    ``PathElement.Compare`` sorts them: fields (``f:``) by name, then keys (``k:``) by their
+    fields, then set values (``v:``), then indices (``i:``), each kind by ``value.Compare``::
+
+        {"f:b": {}, ".": {}, "i:10": {}, "k:{\"n\":2}": {}, "f:a": {}, "k:{\"n\":10}": {}, "i:9": {}}
+        -> {".": {}, "f:a": {}, "f:b": {}, "k:{\"n\":2}": {}, "k:{\"n\":10}": {}, "i:9": {}, "i:10": {}}
+
+    A node already in order is returned as it is (the same dict), as is a tree
+    ``remember_ordered`` gave; for a node equal to the node at the same place of ``known``
+    (a tree this wrote before, so in order) that node is returned: the sets of a write
+    share or repeat most of the stored ones, so only the nodes the write changed are
+    looked at."""
+    if not tree or _ordered.get(id(tree)) is tree:
+        return tree
+    if known is not None and (tree is known or tree == known):  # (==: dicts, in C, whatever their order)
+        return known
+    out: Tree | None = None
+    prev = ""
+    in_order = True
+    fields_only = True
+    for k, v in tree.items():
+        if v:
+            w = ordered(v, known.get(k) if known else None)
+            if w is not v:
+                if out is None:
+                    out = dict(tree)
+                out[k] = w
+        if k[0] != "f" and k != SELF:
+            fields_only = False
+        if in_order and prev and not _before(prev, k):
+            in_order = False
+        prev = k
+    if in_order:
+        return tree if out is None else out
+    src = tree if out is None else out
+    result: Tree = {SELF: {}} if SELF in src else {}
+    # fields alone (most nodes) sort as their strings; other elements by what they hold
+    keys = sorted(k for k in src if k != SELF) if fields_only else sorted((k for k in src if k != SELF), key=_sort_key)
+    for k in keys:
+        result[k] = src[k]
+    return result
+
+
+def remember_ordered(tree: Tree) -> Tree:
+    """``ordered(tree)``, remembered as such: ``ordered`` returns it at once wherever it meets
+    it again (a memo's set, shared by the objects created from one template)."""
+    tree = ordered(tree)
+    if tree:
+        if len(_ordered) >= _ORDERED_LIMIT:  # forget the older half
+            for key in list(itertools.islice(_ordered, _ORDERED_LIMIT // 2)):
+                del _ordered[key]
+        _ordered[id(tree)] = tree  # (held, so that its id names no other tree while here)
+    return tree
+
+
+_ORDERED_LIMIT = 8192
+_ordered: dict[int, Tree] = {}
+
+
+def _before(a: str, b: str) -> bool:
+    """Whether element ``a`` comes before ``b`` (``b`` != ``a``): fields, the usual case, by
+    their strings (which share the ``f:`` prefix)."""
+    if a[0] == "f" and b[0] == "f":
+        return a < b
+    if a == SELF:
+        return True
+    if b == SELF:
+        return False
+    return _sort_key(a) < _sort_key(b)
+
+
+@functools.lru_cache(maxsize=16384)
+def _sort_key(element: str) -> tuple[Any, ...]:
+    """What orders ``element`` among a node's elements (``PathElement.Compare``)."""
+    kind = element[:2]
+    if kind == "f:":
+        return (0, element)
+    try:
+        if kind == "k:":
+            fields = orjson.loads(element[2:])
+            return (1, tuple((name, _value_key(fields[name])) for name in sorted(fields)))
+        if kind == "v:":
+            return (2, _value_key(orjson.loads(element[2:])))
+        if kind == "i:":
+            return (3, int(element[2:]))
+    except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
+        pass
+    return (4, element)  # (nothing valid() lets through)
+
+
+def _value_key(value: Any) -> tuple[Any, ...]:
+    """``value.Compare``'s order: numbers (an int and a float by value), then strings, bools,
+    lists (item by item, the shorter first), maps (by their sorted keys and values), null."""
+    t = type(value)
+    if t is int or t is float:
+        return (0, value)
+    if t is str:
+        return (1, value)
+    if t is bool:
+        return (2, value)
+    if t is list:
+        return (3, tuple(_value_key(v) for v in value))
+    if t is dict:
+        return (4, tuple((k, _value_key(value[k])) for k in sorted(value)))
+    return (5,)
 
 
 def paths(tree: Tree, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -88,6 +88,7 @@ class Entry:
     time: str | None
     fields: Tree
     subresource: str = ""
+    stored: Tree | None = None  # ``fields`` as read from the stored object (in upstream's order), if so
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -107,7 +108,8 @@ class Entry:
         if self.time is not None:
             out["time"] = self.time
         out["fieldsType"] = "FieldsV1"
-        out["fieldsV1"] = self.fields
+        # upstream writes each set in its sorted order (only what this write made is sorted)
+        out["fieldsV1"] = fieldpath.ordered(self.fields, self.stored)
         if self.subresource:
             out["subresource"] = self.subresource
         return out
@@ -183,7 +185,7 @@ def decode(raw: Any, trusted: bool = False) -> list[Entry] | None:
                 or fields_type != "FieldsV1" or not (trusted or fieldpath.valid(fields)) or not isinstance(manager, str)
                 or not isinstance(subresource, str) or not isinstance(time, str | None)):
             return None
-        out.append(Entry(manager, operation, api_version, time, fields, subresource))
+        out.append(Entry(manager, operation, api_version, time, fields, subresource, fields if trusted else None))
     return out
 
 
@@ -313,7 +315,11 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
         if old is not None:
             return
         sent = None  # a create is tracked all the same, from nothing
-    entries = decode(sent, trusted=_as_stored(sent, old)) if subresource is None and sent else None
+    if subresource is None and sent and old is not None and _as_stored(sent, old):
+        sent = old["metadata"]["managedFields"]  # (the same, in the order written: == ignores it)
+        entries = decode(sent, trusted=True)
+    else:
+        entries = decode(sent) if subresource is None and sent else None
     if entries is None:
         entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
     if old is not None and not entries:

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from .fieldpath import SELF, Tree, key_element, path_string, set_element
+from .fieldpath import SELF, Tree, key_element, path_string, remember_ordered, set_element
 from .shapes import DEDUCED, WALK_DICT, WALK_LIST, Kind, Shape
 
 __all__ = ["Comparison", "ShapeError", "compare", "created_set", "field_set", "merge", "remove"]
@@ -217,6 +217,8 @@ def _remembered(value: Any, shape: Shape, existing: bool = False) -> Tree | None
     if key in _memo:
         return _memo[key]
     got = _zero_existing(value, shape) if existing else _all(value, shape)
+    if got:
+        got = remember_ordered(got)  # (in the order it is written in, once)
     if len(_memo) >= _MEMO_LIMIT:  # forget the older half
         for old in list(itertools.islice(_memo, _MEMO_LIMIT // 2)):
             del _memo[old]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from controlplane.api.apply import APPLY_YAML, apply_options, conflict_error, manager_of, parse_config, yaml_as_json
@@ -106,6 +107,7 @@ def test_conflict_status() -> None:
 
 SECRETS = "/api/v1/namespaces/default/secrets"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+CONFIGMAPS_PATH = "/api/v1/namespaces/default/configmaps"
 
 
 def managers(obj: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -201,3 +203,43 @@ async def test_an_apply_with_another_uid_is_refused_as_a_patch_is(client: Client
     assert await client.get(f"{cms}/c") == created
     uid = created["metadata"]["uid"]
     assert (await client.patch(f"{cms}/c", config(uid), "apply", fieldManager="m"))["metadata"]["uid"] == uid
+
+
+def fields_json(obj: dict[str, Any], manager: str) -> str:
+    """A manager's ``fieldsV1`` as the response wrote it (the client keeps the order of the keys)."""
+    entry = next(e for e in obj["metadata"]["managedFields"] if e["manager"] == manager)
+    return orjson.dumps(entry["fieldsV1"]).decode()
+
+
+async def test_fields_v1_keys_come_in_upstreams_sorted_order(client: Client) -> None:
+    """structured-merge-diff writes a set sorted (``.`` first, fields by name, then list keys
+    by their values, numbers as numbers), whatever order the object had its fields in."""
+    config = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web",
+                                                                          "labels": {"tier": "fe", "app": "web"}},
+              "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {
+                  "metadata": {"labels": {"app": "web"}},
+                  "spec": {"containers": [
+                      {"name": "web", "image": "nginx",
+                       "ports": [{"containerPort": 8080}, {"containerPort": 80, "protocol": "UDP"},
+                                 {"containerPort": 80}],
+                       "env": [{"name": "b", "value": "2"}, {"name": "B", "value": "1"}]},
+                      {"name": "log", "image": "busybox"}]}}}}
+    applied = await client.patch(f"{DEPLOYMENTS}/web", config, "apply", fieldManager="kubectl")
+    container = ('"k:{\\"name\\":\\"web\\"}":{".":{},"f:env":{"k:{\\"name\\":\\"B\\"}":{".":{},"f:name":{},'
+                 '"f:value":{}},"k:{\\"name\\":\\"b\\"}":{".":{},"f:name":{},"f:value":{}}},"f:image":{},"f:name":{},'
+                 '"f:ports":{"k:{\\"containerPort\\":80,\\"protocol\\":\\"TCP\\"}":{".":{},"f:containerPort":{}},'
+                 '"k:{\\"containerPort\\":80,\\"protocol\\":\\"UDP\\"}":{".":{},"f:containerPort":{},"f:protocol":{}},'
+                 '"k:{\\"containerPort\\":8080,\\"protocol\\":\\"TCP\\"}":{".":{},"f:containerPort":{}}}}')
+    assert fields_json(applied, "kubectl") == (
+        '{"f:metadata":{"f:labels":{"f:app":{},"f:tier":{}}},"f:spec":{"f:replicas":{},"f:selector":{},'
+        '"f:template":{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:containers":{'
+        '"k:{\\"name\\":\\"log\\"}":{".":{},"f:image":{},"f:name":{}},' + container + '}}}}}')
+    # an update's entry too, and the ones a client sends in another order are written sorted
+    created = await client.create(CONFIGMAPS_PATH, {"metadata": {"name": "c", "labels": {"z": "1", "a": "2"}},
+                                                    "data": {"b": "1", "a": "2"}}, fieldManager="maker")
+    assert fields_json(created, "maker") == ('{"f:data":{".":{},"f:a":{},"f:b":{}},'
+                                             '"f:metadata":{"f:labels":{".":{},"f:a":{},"f:z":{}}}}')
+    sent = {"manager": "other", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:z": {}, ".": {}}}, "f:data": {"f:b": {}}}}
+    replaced = await client.patch(f"{CONFIGMAPS_PATH}/c", {"metadata": {"managedFields": [sent]}})
+    assert fields_json(replaced, "other") == '{"f:data":{"f:b":{}},"f:metadata":{"f:labels":{".":{},"f:z":{}}}}'

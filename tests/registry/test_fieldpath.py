@@ -67,3 +67,44 @@ def test_valid() -> None:
     assert not fp.valid({"f:a": []})
     assert not fp.valid({".": {"f:a": {}}})
     assert not fp.valid([])
+
+
+def keys(tree: fp.Tree) -> list[str]:
+    return list(tree)
+
+
+def test_ordered_as_structured_merge_diff_serialises_a_set() -> None:
+    """``.`` first, then fields by name, keys, set values, indices (PathElement.Compare),
+    each kind by value.Compare: numbers by value, then strings, bools, lists, maps, null."""
+    tree = {"i:10": {}, "v:true": {}, 'k:{"port":8080}': {}, "f:b": {}, "i:9": {}, 'v:"a"': {},
+            'k:{"port":80}': {}, "v:10": {}, ".": {}, "f:a": {"f:z": {}, ".": {}, "f:y": {}}, "v:9.5": {},
+            'k:{"port":443}': {}, "v:null": {}, "v:[1,2]": {}, "v:[1]": {}, 'v:{"a":1}': {}, "v:false": {}}
+    out = fp.ordered(tree)
+    assert keys(out) == [".", "f:a", "f:b", 'k:{"port":80}', 'k:{"port":443}', 'k:{"port":8080}', "v:9.5",
+                         "v:10", 'v:"a"', "v:false", "v:true", "v:[1]", "v:[1,2]", 'v:{"a":1}', "v:null",
+                         "i:9", "i:10"]
+    assert keys(out["f:a"]) == [".", "f:y", "f:z"]
+    assert out == tree and keys(tree)[0] == "i:10"  # the same set; the argument left as it was
+
+
+def test_keys_of_several_fields_sort_field_by_field_in_name_order() -> None:
+    tree = {'k:{"containerPort":80,"protocol":"UDP"}': {}, 'k:{"containerPort":80,"protocol":"TCP"}': {},
+            'k:{"containerPort":53,"protocol":"UDP"}': {}, 'k:{"name":"b"}': {}, 'k:{"name":"a!"}': {},
+            'k:{"name":"a"}': {}, 'k:{"name":"é"}': {}, 'k:{"name":"Z"}': {}}
+    assert keys(fp.ordered(tree)) == [
+        'k:{"containerPort":53,"protocol":"UDP"}', 'k:{"containerPort":80,"protocol":"TCP"}',
+        'k:{"containerPort":80,"protocol":"UDP"}',  # "containerPort" < "name": the first fields decide
+        'k:{"name":"Z"}', 'k:{"name":"a"}', 'k:{"name":"a!"}', 'k:{"name":"b"}', 'k:{"name":"é"}']
+
+
+def test_ordered_keeps_what_is_in_order_and_what_was_written_before() -> None:
+    sorted_tree = {"f:metadata": {"f:labels": {".": {}, "f:a": {}}}, "f:spec": {"f:replicas": {}}}
+    assert fp.ordered(sorted_tree) is sorted_tree
+    stored = fp.ordered({"f:spec": {"f:b": {}, "f:a": {}}, "f:metadata": {}})
+    same = {"f:metadata": {}, "f:spec": {"f:a": {}, "f:b": {}}}
+    assert fp.ordered(same, stored) is stored  # equal to what was written: taken as it was
+    grown = {"f:spec": stored["f:spec"], "f:metadata": {"f:name": {}}}
+    out = fp.ordered(grown, stored)
+    assert keys(out) == ["f:metadata", "f:spec"] and out["f:spec"] is stored["f:spec"]
+    remembered = fp.remember_ordered({"f:b": {}, "f:a": {}})
+    assert keys(remembered) == ["f:a", "f:b"] and fp.ordered(remembered) is remembered
