@@ -82,6 +82,7 @@ from ..registry.strategies import (
 )
 from ..registry.strategies import warnings as strategy_warnings
 from ..registry.structural import apply_defaults as schema_defaults
+from ..registry.typed import equal
 from ..registry.validation import same_once_stored
 from ..version import KUBE_MINOR
 from . import audit, gojsonpatch, podsecurity, protobuf
@@ -1430,7 +1431,7 @@ class KubeApi:
                     if self._deletes(rtype, obj):
                         await self._aborted(write)  # (deleted: _finish releases what it held)
                         return await self._finish(rtype, key, name, obj, current.mod_revision)
-                    if obj == old:  # an update that changes nothing writes nothing, as upstream
+                    if equal(obj, old):  # an update that changes nothing writes nothing, as upstream
                         await self._aborted(write)
                         if cached:
                             continue  # compared with the cache's version, which may be behind: with the store's
@@ -1629,7 +1630,7 @@ class KubeApi:
             try:
                 await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
                 to_stored_form(rtype, obj, old, mutated)
-                if obj == old:  # nothing changed, not even a time: no write, no new resourceVersion
+                if equal(obj, old):  # nothing changed, not even a time: no write, no new resourceVersion
                     await self._aborted(write)
                     return _object(current.value, current.mod_revision), False
                 if self._deletes(rtype, obj):
@@ -3809,7 +3810,7 @@ def _unchanged(obj: dict[str, Any], old: dict[str, Any]) -> bool:
     meta = old["metadata"]
     version = meta.pop("resourceVersion")
     try:
-        return obj == old
+        return equal(obj, old)  # (true is not 1: upstream compares the bytes)
     finally:
         meta["resourceVersion"] = version  # (its place: last, where _object put it)
 

@@ -60,7 +60,7 @@ from . import fieldpath
 from .fieldpath import SELF, Tree
 from .shapes import Shape, custom_shape, shape_for
 from .statuswrites import kept_at_status_write
-from .typed import ShapeError, compare, created_set, field_set, merge, remove
+from .typed import ShapeError, compare, created_set, equal, field_set, merge, remove
 from .types import ResourceType
 
 __all__ = ["APPLY", "KUBECTL", "LAST_APPLIED", "SCALE", "SCALE_TYPE", "UPDATE", "Conflict", "Conflicts", "Entry",
@@ -612,4 +612,4 @@ def _same_object(a: dict[str, Any], b: dict[str, Any]) -> bool:
     def bare(o: dict[str, Any]) -> dict[str, Any]:
         meta = {k: v for k, v in (o.get("metadata") or {}).items() if k not in ("managedFields", "resourceVersion")}
         return {**o, "metadata": meta}
-    return bare(a) == bare(b)
+    return equal(bare(a), bare(b))

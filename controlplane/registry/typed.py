@@ -35,7 +35,7 @@ import orjson
 from .fieldpath import SELF, Tree, key_element, path_string, remember_ordered, set_element
 from .shapes import DEDUCED, WALK_DICT, WALK_LIST, Kind, Shape
 
-__all__ = ["Comparison", "ShapeError", "compare", "created_set", "field_set", "merge", "remove"]
+__all__ = ["Comparison", "ShapeError", "compare", "created_set", "equal", "field_set", "merge", "remove"]
 
 # The fields the empty object of every kind has (a Go zero value marshals them).
 _ZERO_TOP = frozenset({"metadata", "spec", "status"})
@@ -52,6 +52,45 @@ class Comparison(NamedTuple):
 
     def changed(self) -> bool:
         return bool(self.added or self.modified or self.removed)
+
+
+def equal(a: Any, b: Any) -> bool:
+    """Whether two decoded JSON values are equal as structured-merge-diff's ``value.Equals``
+    has them, and as the bytes Go writes for them compare (kube-apiserver's no-op write
+    check): Python's ``==``, but a bool equals no number (``True == 1`` in Python); an int
+    and a float by value (Go writes ``1.0`` as ``1``). Cheap where the two share parts by
+    identity (a patch's result and the object it patched): those are not walked."""
+    if a is b:
+        return True
+    if a != b:
+        return False
+    if type(a) is dict and not any(v is b[k] for k, v in a.items()):
+        # nothing shared (an update's body, decoded anew): the bytes, in C, unless a whole
+        # float makes them differ
+        sort = orjson.OPT_SORT_KEYS
+        if orjson.dumps(a, option=sort) == orjson.dumps(b, option=sort):
+            return True
+    return _bools_agree(a, b)
+
+
+def _bools_agree(a: Any, b: Any) -> bool:
+    """For ``a == b``: whether no bool of one stands where the other has a number."""
+    t = type(a)
+    if t is dict:
+        for k, v in a.items():
+            w = b[k]
+            if v is w or (not v and type(v) in _CONTAINERS):  # (an empty dict or list hides no bool)
+                continue
+            if (type(v) in _CONTAINERS or type(v) in _NUMBERS or type(w) in _NUMBERS) and not _bools_agree(v, w):
+                return False
+        return True
+    if t is list:
+        return all(v is w or _bools_agree(v, w) for v, w in zip(a, b, strict=True))
+    return (t is bool) is (type(b) is bool)
+
+
+_CONTAINERS = (dict, list)
+_NUMBERS = (bool, int, float)
 
 
 # -- identifying list items ------------------------------------------------------------

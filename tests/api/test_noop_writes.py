@@ -80,3 +80,35 @@ async def test_a_write_is_compared_with_the_stored_version_not_a_stale_cached_on
     assert written["data"] == {"k": "1"}
     assert int(written["metadata"]["resourceVersion"]) > int(second["metadata"]["resourceVersion"])
     assert (await client.get(f"{CONFIGMAPS}/c"))["data"] == {"k": "1"}
+
+
+WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
+WIDGET_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "properties": {"spec": {
+                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
+
+
+async def test_true_is_not_1_but_1_0_is_1(served: tuple[KubeApi, Client]) -> None:
+    """Upstream compares the bytes Go writes: ``true`` differs from ``1`` (Python's == says
+    equal), so the write is made; ``1.0`` is written ``1``, so that one is no change."""
+    _, client = served
+    await client.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", WIDGET_CRD)
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"x": 1}}
+    created = await client.create(WIDGETS, widget)
+    version = created["metadata"]["resourceVersion"]
+    same = await client.patch(f"{WIDGETS}/w", {"spec": {"x": 1.0}})
+    assert same["metadata"]["resourceVersion"] == version
+    flipped = await client.patch(f"{WIDGETS}/w", {"spec": {"x": True}})
+    assert flipped["spec"]["x"] is True and flipped["metadata"]["resourceVersion"] != version
+    back = await client.update(f"{WIDGETS}/w", {**flipped, "spec": {"x": 1}})
+    assert back["spec"]["x"] == 1 and back["spec"]["x"] is not True
+    assert back["metadata"]["resourceVersion"] != flipped["metadata"]["resourceVersion"]
+    applied = await client.patch(f"{WIDGETS}/w", {"apiVersion": "example.com/v1", "kind": "Widget",
+                                                  "metadata": {"name": "w"}, "spec": {"x": True}},
+                                 "apply", fieldManager="one", force=True)
+    assert applied["spec"]["x"] is True

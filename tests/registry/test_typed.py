@@ -9,7 +9,7 @@ import pytest
 from controlplane.registry import shapes
 from controlplane.registry.fieldpath import paths, set_element
 from controlplane.registry.shapes import Kind, shape_for
-from controlplane.registry.typed import ShapeError, compare, created_set, field_set, merge, remove
+from controlplane.registry.typed import ShapeError, compare, created_set, equal, field_set, merge, remove
 
 POD = shape_for("", "v1", "Pod")
 DEPLOYMENT = shape_for("apps", "v1", "Deployment")
@@ -131,6 +131,14 @@ def test_keys_and_values_compare_as_structured_merge_diffs_values() -> None:
     assert paths(compare({"spec": {"x": 1}}, {"spec": {"x": 1.0}}, deduced).modified) == []
     assert [set_element(v) for v in (1.0, 1, True, 1.5, 1e21, "1")] == ["v:1", "v:1", "v:true", "v:1.5", "v:1e+21",
                                                                          'v:"1"']
+
+
+def test_equal_tells_a_bool_from_a_number() -> None:
+    shared = {"a": [1, {"b": True}]}
+    assert equal({"x": shared, "y": 1}, {"x": shared, "y": 1.0})
+    assert not equal({"x": shared, "y": 1}, {"x": shared, "y": True})
+    assert not equal({"x": [{"b": 1}]}, {"x": [{"b": True}]}) and equal({"x": [{"b": 1}]}, {"x": [{"b": 1.0}]})
+    assert not equal({"a": 1, "b": [0]}, {"b": [False], "a": 1}) and equal({"a": 1, "b": []}, {"b": [], "a": 1})
 
 
 def test_merge_replaces_atomic_values_and_unions_sets() -> None:
