@@ -151,6 +151,7 @@ async def test_keys_and_values_compare_as_structured_merge_diff_compares_them(cl
     assert managers(second)[("one", "Apply")]["f:spec"]["f:ports"] == {'k:{"port":80}': {".": {}, "f:port": {}}}
     with pytest.raises(ClientError) as err:
         await client.patch(f"{WIDGETS}/w", widget({"free": {"x": True}}), "apply", fieldManager="two")
-    assert err.value.code == 409 and err.value.message == 'Apply failed with 1 conflict: conflict with "one": .spec.free.x'
+    assert err.value.code == 409
+    assert err.value.message == 'Apply failed with 1 conflict: conflict with "one": .spec.free.x'
     same = await client.patch(f"{WIDGETS}/w", widget({"free": {"x": 1.0}}), "apply", fieldManager="two")
     assert managers(same)[("one", "Apply")]["f:spec"]["f:free"] == {"f:x": {}}  # 1.0 is 1: shared, no conflict
