@@ -14,7 +14,10 @@ the pods bound to them:
   (``wheel``). A batch's renewals go as one or a few LeaseRenewals
   (this emulator's bulk renewal, ``controlplane/api/leaserenewals.py``) when
   the server serves them, as a PUT of each Lease otherwise;
-- **registration**: with each node it adopts, its CSINode (``csi_nodes``: named after
+- **registration**: the nodes it creates are created with their status, as a kubelet
+  registers its node (``registration_status``: capacity, addresses and, where it owns the
+  nodes' status, conditions Ready and the rest), so that no pod is turned away for want of
+  them; with each node it adopts, its CSINode (``csi_nodes``: named after
   the node, owned by it, no drivers), as a kubelet's CSI node-info manager creates it;
   the Lease and the CSINode of a deleted node are deleted (the garbage collector's part);
 - **pods and nodes**: on every change of a pod on a managed node (or of the
@@ -67,6 +70,7 @@ import ipaddress
 import logging
 import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -143,6 +147,21 @@ _NODE_CONDITIONS = (
     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
 )
+
+
+def _node_conditions() -> list[dict[str, str]]:
+    """KWOK's ``NodeConditions``: those a healthy kubelet reports."""
+    return [{"type": t, "status": s, "reason": r, "message": m} for t, s, r, m in _NODE_CONDITIONS]
+
+
+def _version() -> str:
+    return VERSION
+
+
+def _kubelet_port() -> int:
+    return KUBELET_PORT
+
+
 HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
 RETRY_AFTER = 1.0  # seconds before a one-off write that failed (a 5xx, 429, a timeout) is made again
 
@@ -368,6 +387,9 @@ class NodeSimulator:
         # the names of the nodes it creates (``own_node_names``), once the node informer has listed
         self.node_names: list[str] | None = None
         self._named = asyncio.Event()
+        # the nodes it is registering (``create_nodes``) and has yet to adopt: a first registration,
+        # whose conditions, new, its kubelet records events about (``_adopt``)
+        self._registering: set[str] = set()
         self.node_informer = client.informer(resource_path("", "v1", "nodes"), on_add=self._node_seen,
                                              on_update=lambda _old, new: self._node_seen(new),
                                              on_delete=self._node_gone)
@@ -700,8 +722,35 @@ class NodeSimulator:
                         len(taken), "s" if len(taken) > 1 else "", _name_span(taken), count, _name_span(names))
         return names
 
+    def registration_status(self, name: str, itype: InstanceType, ip: str) -> dict[str, Any]:
+        """The status a kubelet registers its Node with (upstream's ``initialNode`` ends with
+        ``setNodeStatus``, and the registry keeps a Node's status on create): the machine's capacity
+        and allocatable, addresses and images, and, where the simulator owns the node's status
+        (``status_reports``: the built-in stages, or a stage file without node stages), its
+        conditions (Ready and the pressure ones), ``daemonEndpoints`` and ``nodeInfo``, as the
+        built-in ``node-initialize`` writes them, which then has nothing to do (its selector wants a
+        node not Ready). Where a user's node stages own the status (a file's, Stage objects) the
+        conditions and the rest are left to their ``node-initialize``, given the same values it was
+        given before (``_apply_node_stage``): as the Nodes of KWOK's documentation, created with
+        their capacity and no conditions."""
+        capacity = itype.capacity()
+        status: dict[str, Any] = {"capacity": capacity, "allocatable": dict(capacity),
+                                  "addresses": [{"type": "InternalIP", "address": ip},
+                                                {"type": "Hostname", "address": name}]}
+        if self.config.preloaded_images:
+            status["images"] = [{"names": [i], "sizeBytes": 700_000} for i in self.config.preloaded_images]
+        if not self.status_reports:
+            return status
+        # a machine's system UUID, stable across registrations (the kubelet reads it from the firmware)
+        status["nodeInfo"] = {"systemUUID": str(uuid.uuid5(uuid.NAMESPACE_URL, f"controlplane://{name}"))}
+        body = {"metadata": {"name": name, "labels": {"kubernetes.io/arch": itype.arch}}, "status": status}
+        funcs = {"Now": now_rfc3339, "Version": _version, "NodePort": _kubelet_port, "NodeConditions": _node_conditions,
+                 "NodeIP": lambda: ip, "NodeName": lambda: name}
+        return {**status, **NATIVE["node-initialize"](body, funcs)}
+
     async def create_nodes(self, names: list[str]) -> None:
-        """Create the nodes ``names`` (``{prefix}{index}``; those that exist are left alone), in parallel."""
+        """Create the nodes ``names`` (``{prefix}{index}``; those that exist are left alone), in
+        parallel, each with its status (``registration_status``), as a kubelet registers its node."""
         path = resource_path("", "v1", "nodes")
         sem = asyncio.Semaphore(self.config.write_concurrency)
         prefix = self.config.name_prefix
@@ -709,14 +758,26 @@ class NodeSimulator:
         async def one(name: str) -> None:
             if name in self.node_informer.items:
                 return
-            body = self.node_manifest(name, int(name[len(prefix):]))
+            itype = self.catalog[self.config.instance_type]
+            body = self.node_manifest(name, int(name[len(prefix):]), itype)
             cidr = self.cidrs.allocate()  # the node IPAM controller's part, done up front: one write less
             body["spec"].update(podCIDR=cidr, podCIDRs=[cidr])
+            try:
+                ip = self._allocate_node_ip()
+            except IPExhausted:
+                self.cidrs.release(cidr)
+                raise
+            body["status"] = self.registration_status(name, itype, ip)
+            self._registering.add(name)
             async with sem:
                 try:
                     await self._kubelet(name).create(path, body)  # a kubelet registers its node
                 except ApiError as e:
+                    self._registering.discard(name)
                     self.cidrs.release(cidr)
+                    held = self.nodes.get(name)
+                    if held is None or held.ip != ip:  # (not the address a node of that name was adopted with)
+                        self._node_ips.discard(int(ipaddress.ip_address(ip)) - int(self._node_net.network_address))
                     if e.code != 409:
                         raise
 
@@ -813,12 +874,18 @@ class NodeSimulator:
             images.preload(image)
         node = _Node(name, ip, cidr, itype, images, self.rota.offset(name))
         node.uid = meta.get("uid", "")
+        ready = next((c for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "Ready"),
+                     None)
+        if ready is not None and ready.get("status") == "True" and isinstance(ready.get("lastTransitionTime"), str):
+            node.since = ready["lastTransitionTime"]  # kept by its status reports, as a kubelet keeps it
+        registered = name in self._registering  # by this simulator: its conditions are new
+        self._registering.discard(name)
         if self.node_events is not None:
-            # (a node that has its conditions: a kubelet restarted, which finds them set)
-            ready = next((c.get("status") for c in status.get("conditions") or () if isinstance(c, dict)
-                          and c.get("type") == "Ready"), None)
-            node.ready = str(ready or "")
-            self.node_events.starting(name, conditions=ready is None)
+            # (a node that has its conditions and that it did not register: a kubelet restarted,
+            # which finds them set)
+            fresh = registered or ready is None
+            node.ready = "" if fresh else str((ready or {}).get("status") or "")
+            self.node_events.starting(name, conditions=fresh)
         # out of the cyclic GC's sight, as the watch cache's entries (gcsettings.untracked):
         # three objects a node that hold nothing leading back to them
         for part in (node, node.pod_ips, images):
@@ -1122,10 +1189,10 @@ class NodeSimulator:
             "Now": now_rfc3339,
             "Quote": _quote,
             "YAML": _yaml,
-            "Version": lambda: VERSION,
+            "Version": _version,
             "NodeIP": lambda: node.ip if node else "",
             "NodeName": lambda: node.name if node else "",
-            "NodePort": lambda: KUBELET_PORT,
+            "NodePort": _kubelet_port,
             "NodeIPWith": node_ip_with,
             "NodeIPsWith": node_ips_with,
             "PodIP": pod_ip,
@@ -1133,8 +1200,7 @@ class NodeSimulator:
             "PodIPsWith": pod_ips_with,
             "PodAllocation": pod_allocation,
             "StartTime": lambda: self.start_time,
-            "NodeConditions": lambda: [{"type": t, "status": s, "reason": r, "message": m}
-                                       for t, s, r, m in _NODE_CONDITIONS],
+            "NodeConditions": _node_conditions,
         }
 
     async def _apply_node_stage(self, name: str, gen: int) -> None:

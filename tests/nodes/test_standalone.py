@@ -74,6 +74,15 @@ async def _ready(client: Client, node: str) -> str | None:
     return next((c["status"] for c in n.get("status", {}).get("conditions", []) if c["type"] == "Ready"), None)
 
 
+async def _lease(client: Client, name: str) -> dict[str, Any] | None:
+    try:
+        return await client.get(f"{LEASES}/{name}")
+    except ApiError as e:
+        if e.code != 404:
+            raise
+    return None
+
+
 async def _phase(client: Client, name: str) -> str | None:
     got: str | None = (await client.get(f"{PODS}/{name}")).get("status", {}).get("phase")
     return got
@@ -109,7 +118,7 @@ async def test_a_standalone_simulator_that_dies_leaves_its_nodes_to_the_node_lif
             made = await client.get(f"{NODES}/cli-0")
             assert made["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "m5.large"
             assert made["status"]["capacity"]["cpu"] == "2"
-            first = (await client.get(f"{LEASES}/cli-0"))["spec"]["renewTime"]
+            first = (await eventually(lambda: _lease(client, "cli-0")))["spec"]["renewTime"]
 
             async def renewed() -> bool:
                 return bool((await client.get(f"{LEASES}/cli-0"))["spec"]["renewTime"] != first)
@@ -196,7 +205,8 @@ async def test_a_standalone_simulator_beside_the_servers_under_another_selector_
                       for n in (await client.get(NODES))["items"]}
             assert labels == {"sim-node-0": "server", "sim-node-1": "server",
                               "sim-node-2": "standalone", "sim-node-3": "standalone"}
-            first = (await client.get(f"{LEASES}/sim-node-3"))["spec"]["renewTime"]
+            # (its Lease comes after its Node, registered Ready, as a kubelet's lease controller makes it)
+            first = (await eventually(lambda: _lease(client, "sim-node-3")))["spec"]["renewTime"]
 
             async def renewed() -> bool:
                 return bool((await client.get(f"{LEASES}/sim-node-3"))["spec"]["renewTime"] != first)
