@@ -128,6 +128,19 @@ async def test_a_users_node_initialize_still_runs_on_a_node_created_with_its_cap
     assert _initialized() == before + 1
 
 
+async def test_a_stage_file_without_node_stages_leaves_the_status_to_the_simulator(client: Client) -> None:
+    """A stage file of pod stages only: the simulator owns the nodes' status (its status reports),
+    and registers them Ready, as with the built-in stages (before, they had no capacity, and no
+    conditions until their first status report, minutes later)."""
+    stages = [s for s in load_stages(KWOK_FAST.read_text()) if s.kind == "Pod"]
+    async with _watching(client, {"sim-node-0"}) as seen, simulating(client, fast(count=1, stages=stages)) as sim:
+        await eventually(lambda: _all_added(seen, {"sim-node-0"}))
+        assert sim.status_reports
+    kind, first = seen["sim-node-0"][0]
+    assert kind == "ADDED" and _conditions(first)["Ready"] == "True"
+    assert first["status"]["allocatable"]["pods"] == "110"
+
+
 async def test_pods_pending_when_nodes_join_are_not_turned_away_for_want_of_allocatable(tmp_path: Path) -> None:
     """Over a socket, with the scheduler and the controllers (the node lifecycle controller takes
     the admission's not-ready taint off a Ready node): pods pending before any node exists run
