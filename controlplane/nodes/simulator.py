@@ -66,6 +66,7 @@ pool, an image table); per pod a ``_Pod`` while it has a timer or an IP.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import random
@@ -673,13 +674,24 @@ class NodeSimulator:
         return model
 
     def _allocate_node_ip(self) -> str:
-        while self._next_node_ip in self._node_ips:
+        """A node address no node holds: the next one after the last given, past the network's
+        end back to its start (those of deleted nodes are given again, ``_release_node_ip``)."""
+        end = self._node_net.num_addresses - 1  # (offsets 1 .. end - 1: not the network's nor its broadcast)
+        if len(self._node_ips) >= end - 1:
+            raise IPExhausted(f"no node address left in {self._node_net}")
+        while True:
+            if self._next_node_ip >= end:
+                self._next_node_ip = 1
+            if self._next_node_ip not in self._node_ips:
+                break
             self._next_node_ip += 1
         offset = self._next_node_ip
-        if offset >= self._node_net.num_addresses - 1:
-            raise IPExhausted(f"no node address left in {self._node_net}")
         self._node_ips.add(offset)
         return str(self._node_net.network_address + offset)
+
+    def _release_node_ip(self, ip: str) -> None:
+        with contextlib.suppress(ValueError):
+            self._node_ips.discard(int(ipaddress.ip_address(ip)) - int(self._node_net.network_address))
 
     def node_manifest(self, name: str, index: int, itype: InstanceType | None = None) -> dict[str, Any]:
         """A Node as this simulator creates it (the autoscaler creates its own, annotated the same way)."""
@@ -777,7 +789,7 @@ class NodeSimulator:
                     self.cidrs.release(cidr)
                     held = self.nodes.get(name)
                     if held is None or held.ip != ip:  # (not the address a node of that name was adopted with)
-                        self._node_ips.discard(int(ipaddress.ip_address(ip)) - int(self._node_net.network_address))
+                        self._release_node_ip(ip)
                     if e.code != 409:
                         raise
 
@@ -932,6 +944,7 @@ class NodeSimulator:
         if node is not None:
             self.rota.discard(name)
             self.cidrs.release(node.cidr)
+            self._release_node_ip(node.ip)  # (as its pod CIDR: a node made later may have it)
             if node.uid:  # the garbage collector's part: the Lease (and CSINode) is owned by the Node
                 self._write(lambda: self._delete_owned(
                     resource_path("coordination.k8s.io", "v1", "leases", LEASE_NAMESPACE, name), node.uid),

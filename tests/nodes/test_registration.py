@@ -173,3 +173,29 @@ async def test_pods_pending_when_nodes_join_are_not_turned_away_for_want_of_allo
 
 async def _running(phases: Any) -> bool:
     return bool(await phases() == {"Running"})
+
+
+async def test_a_deleted_nodes_address_is_given_again(client: Client) -> None:
+    """A deleted node's InternalIP goes back to the simulator's pool, as its pod CIDR does: fake
+    nodes made and deleted over and over (an autoscaler's churn) hold no more addresses than
+    live nodes, and the network's end wraps round to the addresses freed at its start."""
+    async with simulating(client, fast(count=0, node_network="172.16.0.0/29")) as sim:  # 5 addresses
+        for round_ in range(4):
+            names = [f"churn-{round_}-{i}" for i in range(3)]
+            for name in names:
+                await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {
+                    "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}}})
+
+            async def adopted(names: list[str] = names) -> bool:
+                return all(n in sim.nodes for n in names)
+
+            async def gone(names: list[str] = names) -> bool:
+                return not any(n in sim.nodes for n in names)
+
+            await eventually(adopted)
+            ips = {sim.nodes[n].ip for n in names}
+            assert len(ips) == 3, ips
+            for name in names:
+                await client.delete(f"{NODES}/{name}")
+            await eventually(gone)
+            assert not sim._node_ips, sim._node_ips
