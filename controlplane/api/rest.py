@@ -1431,6 +1431,7 @@ class KubeApi:
                     if self._deletes(rtype, obj):
                         await self._aborted(write)  # (deleted: _finish releases what it held)
                         return await self._finish(rtype, key, name, obj, current.mod_revision)
+                    managedfields.revert_times(obj, old, equal)
                     if equal(obj, old):  # an update that changes nothing writes nothing, as upstream
                         await self._aborted(write)
                         if cached:
@@ -1532,6 +1533,7 @@ class KubeApi:
                             if e.code != 409:
                                 raise
                             continue  # another write came first (a kubelet's status): patch that version
+                    managedfields.revert_times(obj, old, _unchanged)
                     if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
                         await self._aborted(write)
                         if cached:
@@ -1630,6 +1632,7 @@ class KubeApi:
             try:
                 await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
                 to_stored_form(rtype, obj, old, mutated)
+                managedfields.revert_times(obj, old, equal)
                 if equal(obj, old):  # nothing changed, not even a time: no write, no new resourceVersion
                     await self._aborted(write)
                     return _object(current.value, current.mod_revision), False

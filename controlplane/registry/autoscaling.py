@@ -42,6 +42,8 @@ def default_horizontal_pod_autoscaler(hpa: Obj) -> None:
         status.setdefault("desiredReplicas", 0)
         if hpa.get("apiVersion") == "autoscaling/v1":
             status.setdefault("currentReplicas", 0)
+        else:  # a nil slice without omitempty: null (so a status written back as read is no change)
+            status.setdefault("currentMetrics", None)
     if hpa.get("apiVersion") == "autoscaling/v1":
         return  # its CPU target stays unset; the v2 defaults come with the conversion
     if not spec.get("metrics"):

@@ -65,7 +65,7 @@ from .types import ResourceType
 
 __all__ = ["APPLY", "KUBECTL", "LAST_APPLIED", "SCALE", "SCALE_TYPE", "UPDATE", "Conflict", "Conflicts", "Entry",
            "ShapeError", "apply", "apply_scale", "decode", "manager_from_user_agent", "record_scale", "record_write",
-           "value_at"]
+           "revert_times", "value_at"]
 
 APPLY, UPDATE = "Apply", "Update"
 SCALE = "scale"
@@ -340,6 +340,33 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
         return
     _give(entries, rtype, manager, subresource or "", changed, removed)
     _store(new, entries)
+
+
+def revert_times(new: dict[str, Any], old: dict[str, Any],
+                 same: Callable[[dict[str, Any], dict[str, Any]], bool]) -> None:
+    """Give ``new`` (to be stored) ``old``'s managedFields when they differ only in entries' times
+    and ``new`` is otherwise ``old`` (``same``), in place: upstream's
+    IgnoreManagedFieldsTimestampsTransformer, run on every update after the strategy. The field
+    manager records a write's time when it sees a change, but it sees the object before what the
+    strategy and the stored form do to it (defaults, a quantity's canonical form, an atomic list
+    applied without its items' defaults): a write left byte-identical but for a time is no write.
+    An entry added or dropped, or one owning other fields, is a change all the same."""
+    meta = new.get("metadata")
+    old_meta = old.get("metadata")
+    if type(meta) is not dict or type(old_meta) is not dict:
+        return
+    fields, old_fields = meta.get("managedFields"), old_meta.get("managedFields")
+    if (type(fields) is not list or type(old_fields) is not list or not fields or len(fields) != len(old_fields)
+            or fields == old_fields):
+        return
+    for a, b in zip(fields, old_fields, strict=True):
+        if type(a) is not dict or type(b) is not dict:
+            return
+        if a != b and {k: v for k, v in a.items() if k != "time"} != {k: v for k, v in b.items() if k != "time"}:
+            return
+    meta["managedFields"] = old_fields
+    if not same(new, old):
+        meta["managedFields"] = fields
 
 
 def _give(entries: list[Entry], rtype: ResourceType, manager: str, sub: str, changed: Tree, removed: Tree) -> None:

@@ -1,0 +1,141 @@
+"""Writes that leave an object as it was write nothing, over a real socket: no new
+resourceVersion, no watch event, the managedFields' times as they were. Upstream's field
+manager records a write's time when the fields it sees change, but it sees the object before
+its strategy and defaults; the registry's ``IgnoreManagedFieldsTimestampsTransformer`` then
+gives back the old times to an object otherwise unchanged, so a write that only moved a time
+is no write. Here the clock moves a second at each write, so every such time would move."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from controlplane.registry import managedfields
+from tests.front_socket import front_on_socket
+
+RCTS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
+HPAS = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"
+STRATEGIC = {"Content-Type": "application/strategic-merge-patch+json"}
+MERGE = {"Content-Type": "application/merge-patch+json"}
+APPLY = {"Content-Type": "application/apply-patch+yaml"}
+
+
+@pytest.fixture
+async def http(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncClient]:
+    seconds = itertools.count(int(time.time()))
+
+    def ticking() -> str:  # a second later at every write: a time recorded is always a new one
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(next(seconds)))
+
+    monkeypatch.setattr(managedfields, "_now", ticking)
+    async with front_on_socket(tmp_path) as (port, _), \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+        yield c
+
+
+async def _no_event_before(http: httpx.AsyncClient, collection: str, name: str, after: str, then: str) -> None:
+    """The first event on ``name`` since ``after`` is the write at ``then``."""
+    url = f"{collection}?watch=1&resourceVersion={after}&fieldSelector=metadata.name%3D{name}"
+    async with http.stream("GET", url) as r:
+        async for line in r.aiter_lines():
+            if line.strip():
+                event = json.loads(line)
+                assert event["object"]["metadata"]["resourceVersion"] == then, event
+                return
+    raise AssertionError("the watch ended without an event")
+
+
+async def _same(http: httpx.AsyncClient, url: str, before: dict[str, Any], r: httpx.Response) -> None:
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert (await http.get(url)).json() == before  # managedFields' times included
+
+
+async def test_a_patch_of_an_atomic_list_without_its_defaults_writes_nothing(http: httpx.AsyncClient) -> None:
+    # kubectl apply's (client-side) second patch: the requests list is atomic, so it is sent whole,
+    # without the count and allocationMode the first write's defaults added
+    requests = [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]
+    r = await http.post(RCTS, params={"fieldManager": "kubectl-client-side-apply"}, json={
+        "metadata": {"name": "t"}, "spec": {"spec": {"devices": {"requests": requests}}}})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert created["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 1
+    patch = {"spec": {"spec": {"devices": {"requests": requests}}}}
+    for headers in (STRATEGIC, MERGE):
+        r = await http.patch(f"{RCTS}/t", params={"fieldManager": "kubectl-client-side-apply"}, headers=headers,
+                             content=json.dumps(patch))
+        await _same(http, f"{RCTS}/t", created, r)
+    # and a PUT of what the first write sent
+    body = {"metadata": {"name": "t", "resourceVersion": created["metadata"]["resourceVersion"]},
+            "spec": {"spec": {"devices": {"requests": requests}}}}
+    r = await http.put(f"{RCTS}/t", params={"fieldManager": "kubectl-client-side-apply"}, json=body)
+    await _same(http, f"{RCTS}/t", created, r)
+    r = await http.patch(f"{RCTS}/t", headers=MERGE, content=b'{"metadata":{"labels":{"a":"b"}}}')
+    assert r.status_code == 200, r.text
+    await _no_event_before(http, RCTS, "t", created["metadata"]["resourceVersion"], r.json()["metadata"]["resourceVersion"])
+
+
+APPLIED = [
+    # a quantity applied in another form than its canonical one, tolerations (atomic) without what defaulting adds
+    ("/apis/node.k8s.io/v1/runtimeclasses", {
+        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "o"}, "handler": "kata",
+        "overhead": {"podFixed": {"cpu": "1000m", "memory": "0.5Gi"}},
+        "scheduling": {"tolerations": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}}),
+    # an atomic list of ports without the protocol defaulting adds
+    ("/apis/networking.k8s.io/v1/namespaces/default/networkpolicies", {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "o"},
+        "spec": {"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": "http"}]}]}}),
+    # an atomic list of requests without their count and allocationMode
+    (RCTS, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "o"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}}}}),
+]
+
+
+@pytest.mark.parametrize(("collection", "config"), APPLIED, ids=["runtimeclass", "networkpolicy", "claimtemplate"])
+async def test_the_same_apply_twice_writes_nothing(http: httpx.AsyncClient, collection: str,
+                                                   config: dict[str, Any]) -> None:
+    url = f"{collection}/o"
+    r = await http.patch(url, params={"fieldManager": "fz"}, headers=APPLY, content=json.dumps(config))
+    assert r.status_code == 201, r.text
+    created = r.json()
+    for force in ("false", "true"):
+        r = await http.patch(url, params={"fieldManager": "fz", "force": force}, headers=APPLY, content=json.dumps(config))
+        await _same(http, url, created, r)
+    r = await http.patch(url, headers=MERGE, content=b'{"metadata":{"labels":{"a":"b"}}}')
+    assert r.status_code == 200, r.text
+    await _no_event_before(http, collection, "o", created["metadata"]["resourceVersion"],
+                           r.json()["metadata"]["resourceVersion"])
+
+
+async def test_an_hpa_status_written_back_as_read_writes_nothing(http: httpx.AsyncClient) -> None:
+    # upstream's v2 status writes currentMetrics (no omitempty): null from the start, so the status read
+    # back and written is the stored one
+    r = await http.post(HPAS, json={"metadata": {"name": "h"}, "spec": {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}, "maxReplicas": 3}})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert created["status"] == {"currentMetrics": None, "desiredReplicas": 0}
+    r = await http.put(f"{HPAS}/h/status", json=created)
+    await _same(http, f"{HPAS}/h", created, r)
+    r = await http.put(f"{HPAS}/h", json=created)
+    await _same(http, f"{HPAS}/h", created, r)
+
+
+async def test_a_write_that_changes_something_still_records_its_time(http: httpx.AsyncClient) -> None:
+    r = await http.post(RCTS, params={"fieldManager": "m"}, json={
+        "metadata": {"name": "t", "labels": {"a": "1"}},
+        "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}}}})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    r = await http.patch(f"{RCTS}/t", params={"fieldManager": "m"}, headers=MERGE, content=b'{"metadata":{"labels":{"a":"2"}}}')
+    assert r.status_code == 200, r.text
+    changed = r.json()
+    assert changed["metadata"]["resourceVersion"] != created["metadata"]["resourceVersion"]
+    assert changed["metadata"]["managedFields"][0]["time"] != created["metadata"]["managedFields"][0]["time"]
