@@ -176,6 +176,7 @@ def _claim_update_causes(pvc: Obj, spec: Obj, old: Obj, requested: Any) -> Cause
             requests["storage"] = old_storage
         now["resources"] = {**resources, "requests": requests}
     now["volumeAttributesClassName"] = was.get("volumeAttributesClassName")
+    now["resources"], was["resources"] = _by_value(now.get("resources")), _by_value(was.get("resources"))
     if {k: v for k, v in now.items() if v is not None} != {k: v for k, v in was.items() if v is not None}:
         causes.append(forbidden("spec", _CLAIM_SPEC_FIXED))
     previous = storage_of((old_spec.get("resources") or {}).get("requests"), "spec.resources.requests")
@@ -192,6 +193,26 @@ def _claim_update_causes(pvc: Obj, spec: Obj, old: Obj, requested: Any) -> Cause
         causes.append(forbidden("spec.volumeAttributesClassName",
                                 "update from non-nil value to an empty string is forbidden"))
     return causes
+
+
+def _by_value(resources: Any) -> Any:
+    """A claim's ``resources`` with its quantities as their values: upstream compares the specs
+    with ``Semantic.DeepEqual``, to which ``1e9`` and ``1G`` (what a number written for them
+    stores) are the same quantity."""
+    if not isinstance(resources, dict):
+        return resources
+    out = dict(resources)
+    for key in ("requests", "limits"):
+        amounts = out.get(key)
+        if isinstance(amounts, dict):
+            valued: dict[str, Any] = {}
+            for name, amount in amounts.items():
+                try:
+                    valued[name] = parse_quantity(amount)
+                except (QuantityError, TypeError):
+                    valued[name] = amount
+            out[key] = valued
+    return out
 
 
 def csi_driver_name_causes(name: Any, field: str) -> Causes:

@@ -79,7 +79,8 @@ async def test_a_patch_of_an_atomic_list_without_its_defaults_writes_nothing(htt
     await _same(http, f"{RCTS}/t", created, r)
     r = await http.patch(f"{RCTS}/t", headers=MERGE, content=b'{"metadata":{"labels":{"a":"b"}}}')
     assert r.status_code == 200, r.text
-    await _no_event_before(http, RCTS, "t", created["metadata"]["resourceVersion"], r.json()["metadata"]["resourceVersion"])
+    await _no_event_before(http, RCTS, "t", created["metadata"]["resourceVersion"],
+                           r.json()["metadata"]["resourceVersion"])
 
 
 APPLIED = [
@@ -106,7 +107,8 @@ async def test_the_same_apply_twice_writes_nothing(http: httpx.AsyncClient, coll
     assert r.status_code == 201, r.text
     created = r.json()
     for force in ("false", "true"):
-        r = await http.patch(url, params={"fieldManager": "fz", "force": force}, headers=APPLY, content=json.dumps(config))
+        r = await http.patch(url, params={"fieldManager": "fz", "force": force}, headers=APPLY,
+                             content=json.dumps(config))
         await _same(http, url, created, r)
     r = await http.patch(url, headers=MERGE, content=b'{"metadata":{"labels":{"a":"b"}}}')
     assert r.status_code == 200, r.text
@@ -134,8 +136,28 @@ async def test_a_write_that_changes_something_still_records_its_time(http: httpx
         "spec": {"spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}}}})
     assert r.status_code == 201, r.text
     created = r.json()
-    r = await http.patch(f"{RCTS}/t", params={"fieldManager": "m"}, headers=MERGE, content=b'{"metadata":{"labels":{"a":"2"}}}')
+    r = await http.patch(f"{RCTS}/t", params={"fieldManager": "m"}, headers=MERGE,
+                         content=b'{"metadata":{"labels":{"a":"2"}}}')
     assert r.status_code == 200, r.text
     changed = r.json()
     assert changed["metadata"]["resourceVersion"] != created["metadata"]["resourceVersion"]
     assert changed["metadata"]["managedFields"][0]["time"] != created["metadata"]["managedFields"][0]["time"]
+
+
+async def test_a_claims_request_written_as_the_same_quantity_is_no_change_of_its_spec(http: httpx.AsyncClient) -> None:
+    # kubectl apply of a manifest saying 1e9, which YAML reads as a number: the patch says 1000000000,
+    # stored 1G; upstream's ValidatePersistentVolumeClaimUpdate compares the specs semantically
+    claims = "/api/v1/namespaces/default/persistentvolumeclaims"
+    r = await http.post(claims, json={"metadata": {"name": "c"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": "standard",
+        "resources": {"requests": {"storage": "1e9"}}}})
+    assert r.status_code == 201, r.text
+    assert r.json()["spec"]["resources"]["requests"]["storage"] == "1e9"
+    r = await http.patch(f"{claims}/c", headers=MERGE,
+                         content=b'{"spec":{"resources":{"requests":{"storage":1000000000}}}}')
+    assert r.status_code == 200, r.text
+    assert r.json()["spec"]["resources"]["requests"]["storage"] == "1G"
+    # another value is still refused on a claim not bound
+    r = await http.patch(f"{claims}/c", headers=MERGE, content=b'{"spec":{"resources":{"requests":{"storage":"2G"}}}}')
+    assert r.status_code == 422, r.text
+    assert "spec is immutable after creation" in r.json()["message"]
