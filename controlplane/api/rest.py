@@ -1611,8 +1611,8 @@ class KubeApi:
             fields = obj["metadata"].get("managedFields")
             if rtype.custom is not None and rtype.custom.schema is not None:
                 # upstream's field manager defaults the object its apply made before the strategy compares
-                # it: an atomic list applied without its items' defaults is a write (the applier's time),
-                # not a new generation
+                # it: an atomic list applied without its items' defaults is no new generation (and, but
+                # for the applier's time, which revert_times puts back, no change at all)
                 schema_defaults(rtype.custom.schema, obj)
             obj = _split_status(rtype, subresource, old, obj, applied=True)
             fill_zero_values(rtype, obj, old)  # as decoding the merge into the Go type would
