@@ -83,7 +83,7 @@ from ..registry.strategies import (
 from ..registry.strategies import warnings as strategy_warnings
 from ..registry.structural import apply_defaults as schema_defaults
 from ..registry.typed import equal
-from ..registry.validation import same_once_stored
+from ..registry.validation import same_once_stored, shape_at, shape_of
 from ..version import KUBE_MINOR
 from . import audit, gojsonpatch, podsecurity, protobuf
 from .admissionpolicy import REQUEST_USER, AdmissionPolicies
@@ -3605,8 +3605,12 @@ def _generation_moves(rtype: ResourceType, old: dict[str, Any], new: dict[str, A
     if rtype.custom is not None:
         return any(new.get(k) != old.get(k) for k in {*old, *new} - {"apiVersion", "kind", "metadata"})
     fields = GENERATION.get((rtype.group, rtype.plural)) or STEPPED_FROM_ZERO.get((rtype.group, rtype.plural), ())
-    # (an update's rules: [] is null only once stored: the same spec as the stored null)
-    return any(new.get(k) != old.get(k) and not same_once_stored(new.get(k), old.get(k)) for k in fields)
+    # (an update's rules: [] is null only once stored: the same spec as the stored null; a
+    # quantity written 1e9 the 1G a number written for it is stored as: Semantic.DeepEqual's)
+    return any(new.get(k) != old.get(k)
+               and not same_once_stored(new.get(k), old.get(k), shape_at(shape_of(rtype.group, rtype.version,
+                                                                                  rtype.kind), k))
+               for k in fields)
 
 
 def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, Any],

@@ -28,7 +28,7 @@ from .podvalidation import (
 )
 from .rollingupdate import daemon_set_strategy_causes, deployment_rolling_update_causes
 from .statefulsetvalidation import stateful_set_spec_causes
-from .validation import same_once_stored
+from .validation import same_once_stored, shape_at, shape_of
 from .workloads import default_claim_templates
 
 __all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
@@ -220,7 +220,8 @@ def workload_causes(plural: str, obj: Obj, old: Obj | None) -> Causes:
             # make its every update "forbidden", as upstream defaults what it reads.
             was["volumeClaimTemplates"] = copy.deepcopy(was["volumeClaimTemplates"])
             default_claim_templates(was["volumeClaimTemplates"])
-        if fixed != was:
+        # (compared as Go values: a claim template's storage written 1e9 and stored so is 1G)
+        if fixed != was and not same_once_stored(fixed, was, shape_at(shape_of("apps", "v1", "StatefulSet"), "spec")):
             causes.append({"reason": "FieldValueForbidden", "field": "spec",
                            "message": "Forbidden: updates to statefulset spec for fields other than 'replicas', "
                                       "'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', "
@@ -239,14 +240,17 @@ def _job_update_causes(spec: Obj, old_spec: Obj, old: Obj) -> Causes:
     ``completions`` is fixed unless an Indexed Job changes it with ``parallelism``; so are
     its completion mode, failure and success policies, per-index backoff limit and manager."""
     causes = []
-    # (compared as Go values: an update's podFailurePolicy rules: [] are the stored null)
+    # (compared as Go values: an update's podFailurePolicy rules: [] are the stored null, a
+    # quantity 129e6 the 129M a number written for it is stored as)
+    spec_shape = shape_at(shape_of("batch", "v1", "Job"), "spec")
     template, was = spec.get("template"), old_spec.get("template")
-    if template != was and not same_once_stored(template, was):
+    if template != was and not same_once_stored(template, was, shape_at(spec_shape, "template")):
         idle = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("active")
         if not (idle and _same_but_scheduling(template, was)):
             causes.append(_immutable("spec.template", template))
     for field in _JOB_FIXED:
-        if spec.get(field) != old_spec.get(field) and not same_once_stored(spec.get(field), old_spec.get(field)):
+        if spec.get(field) != old_spec.get(field) \
+                and not same_once_stored(spec.get(field), old_spec.get(field), shape_at(spec_shape, field)):
             causes.append(_immutable(f"spec.{field}", spec.get(field)))
     completions = spec.get("completions")
     if completions != old_spec.get("completions"):

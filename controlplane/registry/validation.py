@@ -83,7 +83,7 @@ from typing import Any
 
 import orjson
 
-from ..quantity import canonical_quantity
+from ..quantity import QuantityError, canonical_quantity, parse_quantity
 from .schema import Definitions, Schema, definitions, type_of
 
 __all__ = [
@@ -101,6 +101,7 @@ __all__ = [
     "empty_collections",
     "fill_zeros",
     "same_once_stored",
+    "shape_at",
     "stored_form",
     "zero_nulls",
 ]
@@ -922,19 +923,42 @@ def stored_form(shape: Shape, obj: dict[str, Any], known: dict[str, Any] | None,
 _NIL_ALIKE: tuple[Any, ...] = (None, [], {})
 
 
-def same_once_stored(a: Any, b: Any) -> bool:
+def same_once_stored(a: Any, b: Any, shape: Shape | None = None) -> bool:
     """Whether two parts of a built-in object decode to the same Go value, empty lists and maps
     and nulls and absent fields being alike (nil), as upstream's ``Semantic.DeepEqual`` takes
     them: what a strategy's comparison of an update with the stored object (a new generation?
     a change of an immutable field?) must see while an update's ``rules: []`` is not yet the
-    null it is stored as. For when ``a != b``: equal subtrees are compared by ``==`` first."""
+    null it is stored as. For when ``a != b``: equal subtrees are compared by ``==`` first.
+
+    ``shape``: the two parts' type, when the caller knows it: its Quantities are then compared
+    by value, as ``Semantic.DeepEqual``'s equality for them (``Cmp``) does, so ``1e9`` (kept in
+    its exponent form) and ``1G`` (what a number written for it becomes) are the same."""
     if a == b:
         return True
+    if shape is not None and shape.parse is _quantity and type(a) is str and type(b) is str:
+        try:
+            return parse_quantity(a) == parse_quantity(b)
+        except QuantityError:
+            return False
     if type(a) is dict and type(b) is dict:
-        return all(same_once_stored(a.get(k), b.get(k)) for k in a.keys() | b.keys())
+        if shape is None:
+            return all(same_once_stored(a.get(k), b.get(k)) for k in a.keys() | b.keys())
+        fields, values = shape.fields, shape.values
+        return all(same_once_stored(a.get(k), b.get(k), fields.get(k) if fields is not None else values)
+                   for k in a.keys() | b.keys())
     if type(a) is list and type(b) is list:
-        return len(a) == len(b) and all(map(same_once_stored, a, b))
+        items = shape.items if shape is not None else None
+        return len(a) == len(b) and all(same_once_stored(x, y, items) for x, y in zip(a, b, strict=True))
     return a in _NIL_ALIKE and b in _NIL_ALIKE  # (0 and False are neither: == tells them from these)
+
+
+def shape_at(shape: Shape | None, *path: str) -> Shape | None:
+    """The shape of the struct fields at ``path`` below ``shape`` (None where it says none)."""
+    for name in path:
+        if shape is None or shape.fields is None:
+            return None
+        shape = shape.fields.get(name)
+    return shape
 
 
 def _nil_walk(shape: Shape, value: Any, known: Any) -> None:
