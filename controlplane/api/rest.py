@@ -2315,6 +2315,8 @@ class KubeApi:
             raise ApiError.conflict(rtype, name, "the object has been modified; please apply your changes to "
                                     "the latest version and try again")
         obj: dict[str, Any] = orjson.loads(current.value)
+        if ((obj.get("spec") or {}).get("finalizers") or []) == finalizers:
+            return _object(current.value, current.mod_revision)  # no change, no write: upstream's GuaranteedUpdate
         obj.setdefault("spec", {})["finalizers"] = finalizers
         try:
             rev = await self._store_namespace(key, obj, current.mod_revision)
@@ -3622,8 +3624,12 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
     old_meta = old.get("metadata", {})
     if subresource == "ephemeralcontainers":  # only spec.ephemeralContainers (validated in _admit)
         merged = dict(old)
-        merged["spec"] = {**(old.get("spec") or {}),
-                          "ephemeralContainers": (new.get("spec") or {}).get("ephemeralContainers")}
+        merged["spec"] = dict(old.get("spec") or {})
+        ephemeral = (new.get("spec") or {}).get("ephemeralContainers")
+        if ephemeral or not isinstance(ephemeral, (list, type(None))):
+            merged["spec"]["ephemeralContainers"] = ephemeral
+        else:  # none, null or []: the nil slice a pod without them has, not a change of its spec
+            merged["spec"].pop("ephemeralContainers", None)
         merged["metadata"] = dict(old_meta)
         if merged["spec"] != old.get("spec") and keeps_generation(rtype):  # (pod strategy's updatePodGeneration)
             merged["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1

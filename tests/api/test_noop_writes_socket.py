@@ -191,3 +191,26 @@ async def test_a_quantity_in_another_format_is_the_same_template(http: httpx.Asy
     r = await http.patch(f"{deployments}/d", headers=STRATEGIC, content=json.dumps(patch).replace("130M", "129M"))
     assert r.status_code == 200, r.text
     assert r.json()["metadata"]["generation"] == 1  # the same spec: no new generation (but a write: new bytes)
+
+
+async def test_a_subresource_written_back_as_read_writes_nothing(http: httpx.AsyncClient) -> None:
+    # a namespace's finalize and a pod's ephemeralcontainers, each PUT with the object as read
+    r = await http.post("/api/v1/namespaces", json={"metadata": {"name": "n"}})
+    assert r.status_code == 201, r.text
+    namespace = r.json()
+    r = await http.put("/api/v1/namespaces/n/finalize", json=namespace)
+    await _same(http, "/api/v1/namespaces/n", namespace, r)
+    pods = "/api/v1/namespaces/default/pods"
+    r = await http.post(pods, json={"metadata": {"name": "p"},
+                                    "spec": {"containers": [{"name": "c", "image": "pause"}]}})
+    assert r.status_code == 201, r.text
+    pod = r.json()
+    r = await http.put(f"{pods}/p/ephemeralcontainers", json=pod)
+    await _same(http, f"{pods}/p", pod, r)  # no new generation, no managedFields entry for the subresource
+    r = await http.patch(f"{pods}/p", headers=MERGE, content=b'{"metadata":{"labels":{"a":"b"}}}')
+    assert r.status_code == 200, r.text
+    await _no_event_before(http, pods, "p", pod["metadata"]["resourceVersion"], r.json()["metadata"]["resourceVersion"])
+    # a change still is one
+    r = await http.put("/api/v1/namespaces/n/finalize", json={**namespace, "spec": {"finalizers": []}})
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["resourceVersion"] != namespace["metadata"]["resourceVersion"]
