@@ -345,9 +345,13 @@ def pod_update_causes(new_spec: Obj, old_spec: Obj) -> Causes:
         munged["terminationGracePeriodSeconds"] = old_grace
     plain_new, plain_old = _plain(munged), _plain(old_spec)
     if plain_new != plain_old:
-        changed = sorted(k for k in set(plain_new) | set(plain_old) if plain_new.get(k) != plain_old.get(k))
-        causes.append({"reason": "FieldValueForbidden", "field": "spec",
-                       "message": f"{_POD_UPDATE_FORBIDDEN}\n  changed: " + ", ".join(f"spec.{k}" for k in changed)})
+        # (as Semantic.DeepEqual: a quantity by its value, so 129e6 stored and the 129M a number becomes are one)
+        shape = shape_at(shape_of("", "v1", "Pod"), "spec")
+        changed = sorted(k for k in set(plain_new) | set(plain_old) if plain_new.get(k) != plain_old.get(k)
+                         and not same_once_stored(plain_new.get(k), plain_old.get(k), shape_at(shape, k)))
+        if changed:
+            causes.append({"reason": "FieldValueForbidden", "field": "spec", "message":
+                           f"{_POD_UPDATE_FORBIDDEN}\n  changed: " + ", ".join(f"spec.{k}" for k in changed)})
     return causes
 
 
