@@ -63,7 +63,7 @@ from .drafields import (
 )
 from .draselectors import selector_causes
 from .podvalidation import label_key_problems
-from .validation import same_once_stored
+from .validation import same_once_stored, shape_at, shape_of
 
 __all__ = ["prepare_device_class", "prepare_resource_claim", "prepare_resource_claim_template"]
 
@@ -186,7 +186,8 @@ def prepare_resource_claim(claim: Obj, old: Obj | None) -> Causes:
 
 def _same_spec(spec: Any, old_spec: Any, claim_at: tuple[str, ...]) -> bool:
     """Whether an update's (defaulted) spec is the stored one: stored as it is, or with the
-    defaults a spec stored before they were given lacks (the claim's spec at ``claim_at``)."""
+    defaults a spec stored before they were given lacks (the claim's spec at ``claim_at``);
+    compared as Go values (Semantic.DeepEqual: a capacity request's quantity by its value)."""
     if spec == old_spec:
         return True
     old_spec = copy.deepcopy(old_spec)
@@ -194,7 +195,10 @@ def _same_spec(spec: Any, old_spec: Any, claim_at: tuple[str, ...]) -> bool:
     for key in claim_at:
         claim_spec = mapping(claim_spec).get(key)
     default_claim_spec(claim_spec)
-    return bool(spec == old_spec) or same_once_stored(spec, old_spec)  # (an update's requests: [] is null)
+    kind = "ResourceClaimTemplate" if claim_at else "ResourceClaim"
+    # (an update's requests: [] is null)
+    return bool(spec == old_spec) or same_once_stored(spec, old_spec,
+                                                      shape_at(shape_of("resource.k8s.io", "v1", kind), "spec"))
 
 
 _TEMPLATE_META = ("labels", "annotations")

@@ -221,3 +221,18 @@ async def test_a_subresource_written_back_as_read_writes_nothing(http: httpx.Asy
     r = await http.put("/api/v1/namespaces/n/finalize", json={**namespace, "spec": {"finalizers": []}})
     assert r.status_code == 200, r.text
     assert r.json()["metadata"]["resourceVersion"] != namespace["metadata"]["resourceVersion"]
+
+
+async def test_a_claims_capacity_request_as_the_same_quantity_is_no_change_of_its_spec(
+        http: httpx.AsyncClient) -> None:
+    claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+    request = {"name": "r", "exactly": {"deviceClassName": "gpu", "capacity": {"requests": {"memory": "1e9"}}}}
+    r = await http.post(claims, json={"metadata": {"name": "c"}, "spec": {"devices": {"requests": [request]}}})
+    assert r.status_code == 201, r.text
+    request["exactly"]["capacity"]["requests"]["memory"] = 1000000000  # (stored 1G)
+    patch = {"spec": {"devices": {"requests": [request]}}}
+    r = await http.patch(f"{claims}/c", headers=MERGE, content=json.dumps(patch))
+    assert r.status_code == 200, r.text  # not 422 spec: field is immutable
+    request["exactly"]["capacity"]["requests"]["memory"] = "2G"
+    r = await http.patch(f"{claims}/c", headers=MERGE, content=json.dumps(patch))
+    assert r.status_code == 422, r.text
