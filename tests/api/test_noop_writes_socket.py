@@ -173,19 +173,19 @@ async def test_a_quantity_in_another_format_is_the_same_template(http: httpx.Asy
     jobs = "/apis/batch/v1/namespaces/default/jobs"
     r = await http.post(jobs, json={"metadata": {"name": "j"}, "spec": {"template": JOB_TEMPLATE}})
     assert r.status_code == 201, r.text
-    patch = {"spec": {"template": {"spec": {"containers": [
-        {"name": "c", "resources": {"requests": {"memory": 129000000}}}]}}}}
+    requests: dict[str, Any] = {"memory": 129000000}
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}}}}
     r = await http.patch(f"{jobs}/j", headers=STRATEGIC, content=json.dumps(patch))
     assert r.status_code == 200, r.text  # not 422 spec.template: field is immutable
     assert r.json()["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] == "129M"
-    patch["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] = "130M"
+    requests["memory"] = "130M"
     r = await http.patch(f"{jobs}/j", headers=STRATEGIC, content=json.dumps(patch))
     assert r.status_code == 422, r.text  # another value still is a change
 
     pods = "/api/v1/namespaces/default/pods"
     r = await http.post(pods, json={"metadata": {"name": "p"}, "spec": JOB_TEMPLATE["spec"]})
     assert r.status_code == 201, r.text
-    patch["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"] = 129000000
+    requests["memory"] = 129000000
     r = await http.patch(f"{pods}/p", headers=STRATEGIC, content=json.dumps(patch["spec"]["template"]))
     assert r.status_code == 200, r.text  # not 422 pod updates may not change fields other than ...
 
@@ -226,13 +226,14 @@ async def test_a_subresource_written_back_as_read_writes_nothing(http: httpx.Asy
 async def test_a_claims_capacity_request_as_the_same_quantity_is_no_change_of_its_spec(
         http: httpx.AsyncClient) -> None:
     claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
-    request = {"name": "r", "exactly": {"deviceClassName": "gpu", "capacity": {"requests": {"memory": "1e9"}}}}
+    capacity: dict[str, Any] = {"memory": "1e9"}
+    request = {"name": "r", "exactly": {"deviceClassName": "gpu", "capacity": {"requests": capacity}}}
     r = await http.post(claims, json={"metadata": {"name": "c"}, "spec": {"devices": {"requests": [request]}}})
     assert r.status_code == 201, r.text
-    request["exactly"]["capacity"]["requests"]["memory"] = 1000000000  # (stored 1G)
+    capacity["memory"] = 1000000000  # (stored 1G)
     patch = {"spec": {"devices": {"requests": [request]}}}
     r = await http.patch(f"{claims}/c", headers=MERGE, content=json.dumps(patch))
     assert r.status_code == 200, r.text  # not 422 spec: field is immutable
-    request["exactly"]["capacity"]["requests"]["memory"] = "2G"
+    capacity["memory"] = "2G"
     r = await http.patch(f"{claims}/c", headers=MERGE, content=json.dumps(patch))
     assert r.status_code == 422, r.text
