@@ -89,6 +89,10 @@ APPLIED = [
         "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "o"}, "handler": "kata",
         "overhead": {"podFixed": {"cpu": "1000m", "memory": "0.5Gi"}},
         "scheduling": {"tolerations": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}}),
+    # empty maps and lists, which the stored object has as none (the previous fuzz run's RuntimeClass)
+    ("/apis/node.k8s.io/v1/runtimeclasses", {
+        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "o"}, "handler": "runc",
+        "overhead": {"podFixed": {}}, "scheduling": {"nodeSelector": {}, "tolerations": []}}),
     # an atomic list of ports without the protocol defaulting adds
     ("/apis/networking.k8s.io/v1/namespaces/default/networkpolicies", {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "o"},
@@ -99,7 +103,8 @@ APPLIED = [
 ]
 
 
-@pytest.mark.parametrize(("collection", "config"), APPLIED, ids=["runtimeclass", "networkpolicy", "claimtemplate"])
+@pytest.mark.parametrize(("collection", "config"), APPLIED,
+                         ids=["runtimeclass", "runtimeclass-empty", "networkpolicy", "claimtemplate"])
 async def test_the_same_apply_twice_writes_nothing(http: httpx.AsyncClient, collection: str,
                                                    config: dict[str, Any]) -> None:
     url = f"{collection}/o"
