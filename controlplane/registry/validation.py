@@ -83,6 +83,7 @@ from typing import Any
 
 import orjson
 
+from ..gonumbers import go_int, written_back
 from ..quantity import QuantityError, canonical_quantity, parse_quantity
 from .schema import Definitions, Schema, definitions, type_of
 
@@ -92,6 +93,7 @@ __all__ = [
     "parse_time",
     "Shape",
     "compile_schema",
+    "convert_numbers",
     "decode_with_duplicates",
     "key_tokens",
     "may_have_duplicates",
@@ -213,6 +215,10 @@ class Findings:
     # the empty lists and maps of a built-in struct's fields: (the dict, the key, whether Go
     # writes the field as null, else leaves it out); see ``empty_collections``
     emptied: list[tuple[dict[str, Any], str, bool]] = field(default_factory=list)
+    # the numbers Go's decoder refuses where apimachinery's unstructured converter may take
+    # them (a float for an integer or an IntOrString, an integer past its Go type): (the dict
+    # or list holding one, its key or index, the Shape of its value); see ``convert_numbers``
+    numbers: list[tuple[Any, Any, Shape]] = field(default_factory=list)
 
 
 def _path(stack: list[str], last: str | None = None) -> str:
@@ -259,13 +265,13 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                     keys += _walk(values, v, stack, found, prune, duplicates, required, False, count, was)
                     stack.pop()
                 elif t not in accepts:
-                    found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[values.expect or ""]))
+                    _mismatch(values, value, k, v, _path(stack, k), found)
                 elif t is _NONE:
                     found.nulls.append((value, k, values))
                 elif values.parse is not None:
                     _parse(values, value, k, v, found)
                 elif t is int and values.bound and not -values.bound <= v < values.bound:
-                    _bounded(values.bound, v, _path(stack, k), found)
+                    _bounded(values, value, k, v, _path(stack, k), found)
             return keys
         dups = duplicates.get(id(value)) if duplicates else None
         unknown: list[str] | None = None
@@ -295,14 +301,14 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                               False, count, was)
                 stack.pop()
             elif t not in sub.accepts:
-                found.mismatched.append((_path(stack, k), _json_type(v), _GO_TYPE[sub.expect or ""]))
+                _mismatch(sub, value, k, v, _path(stack, k), found)
             elif t is _NONE:
                 if k not in shape.null_fields:  # (a zero Time, a nil list Go writes back as null: kept)
                     found.nulls.append((value, k, None))
             elif sub.parse is not None:
                 _parse(sub, value, k, v, found)
             elif t is int and sub.bound and not -sub.bound <= v < sub.bound:
-                _bounded(sub.bound, v, _path(stack, k), found)
+                _bounded(sub, value, k, v, _path(stack, k), found)
         if required and shape.required:
             for r in shape.required:
                 v = value.get(r)
@@ -339,11 +345,11 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             for i, v in enumerate(value):
                 t = type(v)
                 if t not in accepts:
-                    found.mismatched.append((_path(stack) + f"[{i}]", _json_type(v), _GO_TYPE[expect]))
+                    _mismatch(items, value, i, v, _path(stack) + f"[{i}]", found)
                 elif t is _NONE:
                     found.nulls.append((value, i, items))
                 elif t is int and items.bound and not -items.bound <= v < items.bound:
-                    _bounded(items.bound, v, _path(stack) + f"[{i}]", found)
+                    _bounded(items, value, i, v, _path(stack) + f"[{i}]", found)
             return _count_values(value) if count else 0
         keys = 0
         base = stack.pop() if stack else ""
@@ -365,9 +371,23 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
     return 0
 
 
-def _bounded(bound: int, value: int, path: str, found: Findings) -> None:
-    """An integer too large for its Go type: Go's decoder names the number."""
-    found.mismatched.append((path, f"number {value}", _INT_TYPES[bound]))
+def _mismatch(shape: Shape, container: Any, key: Any, value: Any, path: str, found: Findings) -> None:
+    """A value of another JSON type than ``shape``'s. Go's decoder names the number it
+    refuses for an integer (``number 3.0``: the text ``strconv.ParseInt`` failed on, here as
+    orjson writes the float back); a float there is one apimachinery's converter may take
+    (``Findings.numbers``)."""
+    if type(value) is float and shape.expect == "integer":
+        found.mismatched.append((path, f"number {orjson.dumps(value).decode()}", _GO_TYPE["integer"]))
+        found.numbers.append((container, key, shape))
+    else:
+        found.mismatched.append((path, _json_type(value), _GO_TYPE[shape.expect or ""]))
+
+
+def _bounded(shape: Shape, container: Any, key: Any, value: int, path: str, found: Findings) -> None:
+    """An integer too large for its Go type: Go's decoder names the number (the converter
+    takes it: ``Findings.numbers``)."""
+    found.mismatched.append((path, f"number {value}", _INT_TYPES[shape.bound]))
+    found.numbers.append((container, key, shape))
 
 
 # The zero value Go decodes a null item of a list or value of a map into, by the JSON type
@@ -437,6 +457,31 @@ def _parse(shape: Shape, container: dict[str, Any], key: str, value: Any, found:
         container[key] = str(why)  # (the key is there: the dict's size does not change)
     else:
         found.malformed.append(why)
+        if type(value) is float and shape.parse is _int_or_string:
+            found.numbers.append((container, key, shape))
+
+
+def convert_numbers(numbers: list[tuple[Any, Any, Shape]]) -> bool:
+    """Convert, in place, the numbers a walk found Go's decoder refusing
+    (``Findings.numbers``) as apimachinery's unstructured converter does (``fromUnstructured``:
+    a whole float64 for an int, ``math.Trunc``; an int64 past an int32 kept, as
+    ``reflect.Value.Convert`` keeps its low bits: ``gonumbers.go_int``); an IntOrString's
+    value as Go's encoder writes it and its UnmarshalJSON reads it (``80.0`` is ``80``). What
+    it refuses (3.5 for an int32) is left for the walk again to report. True if anything
+    changed."""
+    changed = False
+    for container, key, shape in numbers:
+        value = container[key]
+        if shape.parse is _int_or_string:
+            converted: Any = written_back(value)
+        elif type(value) is float and not value.is_integer():
+            continue
+        else:
+            converted = go_int(value, 32 if shape.bound == _INT_BOUNDS["int32"] else 64)
+        if converted is not value:
+            container[key] = converted
+            changed = True
+    return changed
 
 
 # Go's time.Parse of a metav1.Time (time.RFC3339: any fraction of a second) or a

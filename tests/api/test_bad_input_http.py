@@ -248,7 +248,7 @@ async def test_a_token_requests_fields_of_another_type_are_a_400_as_gos_decoder_
               "{} into Go struct field TokenRequestSpec.spec.{}")
     for spec, words in (({"expirationSeconds": "x"}, ("string", "expirationSeconds of type int64")),
                         ({"expirationSeconds": 2**63}, (f"number {2**63}", "expirationSeconds of type int64")),
-                        ({"expirationSeconds": 1.5}, ("number", "expirationSeconds of type int64")),
+                        ({"expirationSeconds": 1.5}, ("number 1.5", "expirationSeconds of type int64")),
                         ({"audiences": [5]}, ("number", "audiences of type string"))):
         resp = await served.http.post(f"{NS}/serviceaccounts/sa/token", json={
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})

@@ -178,7 +178,7 @@ def test_values_of_the_wrong_json_type_where_objects_or_lists_belong() -> None:
                                  "containers": [{"name": "c", "args": ["a", 1], "ports": [{"containerPort": "80"}],
                                                  "resources": {"limits": {"cpu": 1, "memory": "1Gi"}}}]}}
                        ).mismatched == [("spec.hostNetwork", "string", "bool"),
-                                        ("spec.terminationGracePeriodSeconds", "number", "int"),
+                                        ("spec.terminationGracePeriodSeconds", "number 1.5", "int"),  # (the text)
                                         ("spec.priority", "bool", "int"),
                                         ("spec.containers[0].args[1]", "number", "string"),
                                         ("spec.containers[0].ports[0].containerPort", "string", "int")]

@@ -1,0 +1,129 @@
+"""Whole floats (``3.0``, ``80.0``) in request bodies and patches, over a real socket, as
+kube-apiserver's decoders take them (``controlplane/gonumbers.py``):
+
+- a create's or update's body, a JSON or merge patch's result: decoded into the Go struct
+  by sigs.k8s.io/json, whose ``literalStore`` parses an int field's number with
+  ``strconv.ParseInt`` and names the text it refused (``number 3.0``);
+- a strategic merge patch's result: apimachinery's ``runtime.DefaultUnstructuredConverter``
+  (``converter.go`` ``fromUnstructured``), which takes a float64 for an int when
+  ``sv.Float() == math.Trunc(sv.Float())`` and converts it as ``reflect.Value.Convert``
+  does, else ``cannot convert float64 to int32``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from controlplane.client import Client
+from tests.front_socket import front_on_socket
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+JSON = {"Content-Type": "application/json"}
+SMP = {"Content-Type": "application/strategic-merge-patch+json"}
+MERGE = {"Content-Type": "application/merge-patch+json"}
+JSON_PATCH = {"Content-Type": "application/json-patch+json"}
+
+
+@dataclass
+class Served:
+    http: httpx.AsyncClient  # over the socket
+    client: Client  # in process, for seeding
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    async with front_on_socket(tmp_path) as (port, c), \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+        yield Served(http, c)
+
+
+def status(r: httpx.Response, code: int, reason: str) -> dict[str, Any]:
+    body: dict[str, Any] = r.json()
+    assert (r.status_code, body["kind"], body["code"], body.get("reason")) == (code, "Status", code, reason), body
+    return body
+
+
+def deployment(replicas: str = "1") -> bytes:
+    """A Deployment's JSON with ``replicas`` written as given (``3.0``: Python would say 3.0 too,
+    but the text is the point)."""
+    return (b'{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"default"},'
+            b'"spec":{"replicas":%s,"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":'
+            b'{"app":"d"}},"spec":{"containers":[{"name":"a","image":"x","ports":[{"containerPort":80}]}]}}}}'
+            % replicas.encode())
+
+
+async def test_a_create_or_update_with_a_whole_float_for_an_int_is_gos_400(served: Served) -> None:
+    """sigs.k8s.io/json ``literalStore`` (decode.go): an int field's number goes through
+    ``strconv.ParseInt``, which refuses ``3.0``; its ``UnmarshalTypeError`` names the number
+    (``Value: "number " + string(item)``), which create.go's ``transformDecodeError`` puts after
+    ``... cannot be handled as a Deployment``. It said ``number`` alone here."""
+    why = "json: cannot unmarshal number {} into Go struct field DeploymentSpec.spec.replicas of type int32"
+    for text in ("3.0", "3.5"):
+        r = await served.http.post(DEPLOYMENTS, content=deployment(text), headers=JSON)
+        assert status(r, 400, "BadRequest")["message"] == \
+            'Deployment in version "v1" cannot be handled as a Deployment: ' + why.format(text)
+    await served.client.create(DEPLOYMENTS, json.loads(deployment()))
+    r = await served.http.put(f"{DEPLOYMENTS}/d", content=deployment("3.0"), headers=JSON)
+    assert status(r, 400, "BadRequest")["message"].endswith(why.format("3.0"))
+    assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
+
+
+async def test_a_strategic_merge_patch_takes_a_whole_float_for_an_int(served: Served) -> None:
+    """apiserver patch.go ``applyPatchToObject`` decodes the merged map with
+    ``DefaultUnstructuredConverter.FromUnstructuredWithValidation``; converter.go's
+    ``fromUnstructured`` sets an int field from a float64 when it equals its ``math.Trunc``
+    (``replicas: 3.0`` is 3, a new port ``containerPort: 8080.0`` 8080), converting with
+    ``reflect.Value.Convert`` (an int64 past an int32 keeps its low 32 bits: 4294967299 is 3);
+    an IntOrString takes the float through its UnmarshalJSON of Go's encoding of it (``2.0``
+    is ``2``). 3.5 stays ``cannot convert float64 to int32``, 422 against ``patch`` with the
+    patch as ``%+v`` prints it. All of these were that 422 here."""
+    await served.client.create(DEPLOYMENTS, json.loads(deployment()))
+    r = await served.http.patch(f"{DEPLOYMENTS}/d", content=b'{"spec":{"replicas":3.0}}', headers=SMP)
+    assert r.status_code == 200, r.text
+    assert b'"replicas":3,' in r.content and r.json()["spec"]["replicas"] == 3
+    r = await served.http.patch(f"{DEPLOYMENTS}/d", headers=SMP, content=(
+        b'{"spec":{"strategy":{"rollingUpdate":{"maxSurge":2.0}},"template":{"spec":{"containers":'
+        b'[{"name":"a","ports":[{"containerPort":8080.0}]}]}}}}'))
+    assert r.status_code == 200, r.text
+    spec = r.json()["spec"]
+    assert spec["strategy"]["rollingUpdate"]["maxSurge"] == 2
+    assert [p["containerPort"] for p in spec["template"]["spec"]["containers"][0]["ports"]] == [8080, 80]
+    assert b"8080.0" not in r.content and b'"maxSurge":2}' in r.content, r.text
+    r = await served.http.patch(f"{DEPLOYMENTS}/d", content=b'{"spec":{"replicas":4294967299}}', headers=SMP)
+    assert r.status_code == 200 and r.json()["spec"]["replicas"] == 3, r.text
+    r = await served.http.patch(f"{DEPLOYMENTS}/d", content=b'{"spec":{"replicas":3.5}}', headers=SMP)
+    assert status(r, 422, "Invalid")["message"] == \
+        ' "" is invalid: patch: Invalid value: "map[spec:map[replicas:3.5]]": cannot convert float64 to int32'
+    r = await served.http.patch(f"{DEPLOYMENTS}/d", content=b'{"spec":{"strategy":{"rollingUpdate":{"maxSurge":2.5}}}}',
+                                headers=SMP)
+    assert status(r, 422, "Invalid")["message"].endswith(
+        ": json: cannot unmarshal number 2.5 into Go value of type int32")
+    assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 3
+
+
+@pytest.mark.parametrize(("headers", "patch"), [
+    (MERGE, b'{"spec":{"replicas":3.0}}'),
+    (JSON_PATCH, b'[{"op":"replace","path":"/spec/replicas","value":3.0}]'),
+])
+async def test_a_json_or_merge_patchs_whole_float_for_an_int_is_422(served: Served, headers: dict[str, str],
+                                                                   patch: bytes) -> None:
+    """apiserver patch.go ``jsonPatcher.applyPatchToCurrentObject``: the patch is applied to
+    the object's JSON (the json-patch library keeps a value's text), and the result decoded
+    into the Go struct with ``runtime.DecodeInto``: the decoder's error (``number 3.0``, as
+    for a create) is a 422 against ``patch``, the patched JSON its value."""
+    await served.client.create(DEPLOYMENTS, json.loads(deployment()))
+    r = await served.http.patch(f"{DEPLOYMENTS}/d", content=patch, headers=headers)
+    body = status(r, 422, "Invalid")
+    assert body["message"].startswith(' "" is invalid: patch: Invalid value: "{')
+    assert body["message"].endswith('": json: cannot unmarshal number 3.0 into Go struct field '
+                                    "DeploymentSpec.spec.replicas of type int32")
+    assert body["details"]["causes"][0]["field"] == "patch"
+    assert '\\"replicas\\":3.0,' in body["message"]
+    assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
