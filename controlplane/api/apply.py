@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 import yaml
 
+from ..gonumbers import may_hold_whole_floats, whole_floats_written_back
 from ..gostrings import quote
 from ..registry import ResourceType
 from ..registry.managedfields import (
@@ -33,7 +34,7 @@ from ..registry.managedfields import (
     manager_from_user_agent,
 )
 from ..registry.strategies import default
-from ..registry.validation import Shape, metadata_shape, shape_of
+from ..registry.validation import Shape, convert_numbers, converter_error, metadata_shape, shape_of
 from .errors import ApiError
 from .fieldvalidation import add_warning, field_validation, note_yaml_duplicates, yaml_unmarshal_errors
 from .params import flag
@@ -226,7 +227,12 @@ def _load_config(body: bytes) -> dict[str, Any]:
         config = _load_document(body, duplicates)
         if not isinstance(config, dict):
             raise ApiError.bad_request("the applied configuration must be an object")
-        orjson.dumps(config)  # YAML has more types than JSON (!!binary, !!set): what JSON cannot say is refused
+        # YAML has more types than JSON (!!binary, !!set): what JSON cannot say is refused
+        if may_hold_whole_floats(orjson.dumps(config)):
+            # upstream's apply patcher reads the YAML (go-yaml), writes it as JSON (json.Marshal:
+            # 3.0 is 3) and decodes that with UseNumber: a whole float is an int64 from the start
+            # (apimachinery's yaml.Unmarshal, under the field manager)
+            whole_floats_written_back(config)
     except (yaml.YAMLError, RecursionError) as e:
         raise ApiError.bad_request(f"error decoding YAML: {e}") from e
     except (TypeError, orjson.JSONEncodeError) as e:
@@ -311,21 +317,44 @@ def _check_config(rtype: ResourceType, config: dict[str, Any]) -> None:
     if rtype.custom is not None:
         _typed_errors(metadata_shape(), {"metadata": config["metadata"]}, errors)
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
-    if shape is not None:
-        _typed_errors(shape, config, errors)
+    unconverted = _typed_errors(shape, config, errors) if shape is not None else None
     if errors:
         why = errors[0] if len(errors) == 1 else "errors:\n" + "\n".join("  " + e for e in errors)
         raise ApiError.bad_request(f"failed to create typed patch object ({rtype.group_version}, "
                                    f"Kind={rtype.kind}): {why}")
+    if unconverted is not None:
+        # upstream's merge took it (a typed value's number is any number); its converter to the
+        # Go type then refuses it, a 500 there (structuredmerge.go, toVersioned), a 400 here. Its
+        # conflicts would have been reported first
+        meta = config["metadata"]
+        gvk = f"{rtype.group_version}, Kind={rtype.kind}"
+        raise ApiError.bad_request(f"failed to convert new object ({meta.get('namespace') or ''}/"
+                                   f"{meta.get('name') or ''}; {gvk}) to proper version: unable to convert "
+                                   f"unstructured object to {gvk}: {unconverted}")
 
 
-def _typed_errors(shape: Shape, config: dict[str, Any], errors: list[str]) -> None:
-    """What keeps ``config`` from being a typed value of ``shape``, in the field manager's words."""
+def _typed_errors(shape: Shape, config: dict[str, Any], errors: list[str]) -> str | None:
+    """What keeps ``config`` from being a typed value of ``shape``, in the field manager's words;
+    returns the unstructured converter's error for a number the typed value takes and the Go
+    type does not (3.5 for an int32: structured-merge-diff's ``validateScalar`` takes any
+    number for a ``Numeric``, and anything for an IntOrString), else None. Numbers the converter
+    takes are converted in place (an int past an int32 keeps its low bits, as Go's conversion)."""
     found = shape.check(config, count_keys=False)
-    errors += [f".{path}: expected {expected}, got {given}" for path, given, expected in found.mismatched]
+    if found.numbers and convert_numbers(found.numbers):
+        found = shape.check(config, count_keys=False)
+    numbers = [m for m in found.mismatched if m[1].startswith("number ")]  # (a float for an int)
+    errors += [f".{path}: expected {expected}, got {given}" for path, given, expected in found.mismatched
+               if not given.startswith("number ")]
     errors += [f".{p[len('unknown field ') + 1:-1]}: field not declared in schema" for p in found.problems
                if p.startswith("unknown field ")]
-    errors += found.malformed
+    errors += [p for p in found.malformed if not p.startswith(_INT_OR_STRING_NUMBER)]
+    if numbers:
+        return converter_error(shape, config, numbers[0][0]) or "cannot convert float64 to int"
+    return next((p for p in found.malformed if p.startswith(_INT_OR_STRING_NUMBER)), None)
+
+
+# an IntOrString's UnmarshalJSON refusing a number (3.5, past an int32): the converter's error
+_INT_OR_STRING_NUMBER = "json: cannot unmarshal number "
 
 
 # Built-in types whose create-time defaults allocate (a Service's cluster IPs and node

@@ -7,7 +7,9 @@ kube-apiserver's decoders take them (``controlplane/gonumbers.py``):
 - a strategic merge patch's result: apimachinery's ``runtime.DefaultUnstructuredConverter``
   (``converter.go`` ``fromUnstructured``), which takes a float64 for an int when
   ``sv.Float() == math.Trunc(sv.Float())`` and converts it as ``reflect.Value.Convert``
-  does, else ``cannot convert float64 to int32``.
+  does, else ``cannot convert float64 to int32``;
+- a server-side apply's body: apimachinery's ``util/yaml.Unmarshal`` (sigs.k8s.io/yaml made
+  it JSON with ``json.Marshal``, so ``3.0`` is ``3``, then decoded with ``UseNumber``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ JSON = {"Content-Type": "application/json"}
 SMP = {"Content-Type": "application/strategic-merge-patch+json"}
 MERGE = {"Content-Type": "application/merge-patch+json"}
 JSON_PATCH = {"Content-Type": "application/json-patch+json"}
+APPLY = {"Content-Type": "application/apply-patch+yaml"}
 
 
 @dataclass
@@ -127,3 +130,34 @@ async def test_a_json_or_merge_patchs_whole_float_for_an_int_is_422(served: Serv
     assert body["details"]["causes"][0]["field"] == "patch"
     assert '\\"replicas\\":3.0,' in body["message"]
     assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
+
+
+async def test_a_server_side_apply_takes_a_whole_float_for_an_int(served: Served) -> None:
+    """apiserver patch.go ``applyPatcher``: the body is read by apimachinery's
+    ``util/yaml.Unmarshal``, sigs.k8s.io/yaml's ``yamlToJSONTarget`` (go-yaml, then
+    ``json.Marshal``: ``3.0`` is written ``3``) and a ``UseNumber`` decoding made int64 by
+    ``ConvertMapNumbers``: a whole float is an int before structured-merge-diff types it (whose
+    ``validateScalar`` takes any number for a ``Numeric`` anyway: 3.5 merges). The merge is
+    then converted to the Go type (structuredmerge.go ``Apply``, ``toVersioned``: the scheme's
+    ``unstructuredToTyped``), whose converter refuses 3.5 for an int32; upstream's status is
+    a 500, a 400 here. Both were 400 ``expected int, got number`` here."""
+    config = deployment("3.0")
+    r = await served.http.patch(f"{DEPLOYMENTS}/d", params={"fieldManager": "m"}, content=config, headers=APPLY)
+    assert r.status_code == 201, r.text
+    assert b'"replicas":3,' in r.content
+    yaml_config = (b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
+                   b"spec: {replicas: 4.0, strategy: {rollingUpdate: {maxSurge: 2.0}}}\n")
+    r = await served.http.patch(f"{DEPLOYMENTS}/d", params={"fieldManager": "n", "force": "true"},
+                                content=yaml_config, headers=APPLY)
+    assert r.status_code == 200, r.text
+    assert r.json()["spec"]["replicas"] == 4 and r.json()["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 2
+    for text, why in [(b"3.5", "cannot convert float64 to int32"),
+                      (b"1, strategy: {rollingUpdate: {maxSurge: 2.5}}",
+                       "json: cannot unmarshal number 2.5 into Go value of type int32")]:
+        r = await served.http.patch(f"{DEPLOYMENTS}/d", params={"fieldManager": "n", "force": "true"}, headers=APPLY,
+                                    content=b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
+                                            b"spec: {replicas: %s}\n" % text)
+        assert status(r, 400, "BadRequest")["message"] == (
+            "failed to convert new object (/d; apps/v1, Kind=Deployment) to proper version: unable to convert "
+            f"unstructured object to apps/v1, Kind=Deployment: {why}")
+    assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 4
