@@ -199,8 +199,8 @@ from .reviews import REVIEWS, SERVER_AUDIENCES, Authenticate, review
 from .runtimeclass import RuntimeClassAdmission
 from .scale import replicas_of_scale, scale_of, with_spec_replicas
 from .serviceaccount import ServiceAccountAdmission
+from .stored import encode, omit_empty, with_resource_version, without_resource_version
 from .stored import metadata_first as _metadata_first
-from .stored import omit_empty, with_resource_version, without_resource_version
 from .streaming import STREAMING_SUBRESOURCES, Undialled, connect_options, needs_create, switched, translated_key
 from .streaming import refusal as streaming_refusal
 from .tables import as_table
@@ -1241,7 +1241,7 @@ class KubeApi:
                 if not name:
                     meta["name"] = generated if attempt == 0 else _generated_name(rtype, generate)
                 store_key = rtype.key(namespace, meta["name"])
-                stored = orjson.dumps(obj)
+                stored = encode(obj, rtype.custom is not None)
                 try:
                     rev = await self.store.create(store_key, stored)
                 except store.KeyExists as e:
@@ -1267,7 +1267,7 @@ class KubeApi:
         ``old``: the version replaced, when the write may change its owner references (an
         update, a patch, an apply)."""
         obj = _metadata_first(obj)
-        stored = orjson.dumps(obj)
+        stored = encode(obj, rtype.custom is not None)
         rev = await self.store.update(key, stored, expected)
         written = self._written(rtype, key, obj, stored, rev,
                                 None if old is None else (old.get("metadata") or {}).get("ownerReferences") or ())

@@ -15,7 +15,10 @@ from typing import Any
 
 import orjson
 
-__all__ = ["metadata_first", "omit_empty", "served_form", "with_resource_version", "without_resource_version"]
+from ..gonumbers import may_hold_whole_floats, whole_floats_written_back
+
+__all__ = ["encode", "metadata_first", "omit_empty", "served_form", "with_resource_version",
+           "without_resource_version"]
 
 _META_KEY = b'"metadata":{'
 _META_LEN = len(_META_KEY)
@@ -35,6 +38,18 @@ def metadata_first(obj: dict[str, Any]) -> dict[str, Any]:
         return obj
     first.update((k, v) for k, v in obj.items() if k not in first)
     return first
+
+
+def encode(obj: dict[str, Any], unstructured: bool) -> bytes:
+    """``obj``'s JSON to store. An ``unstructured`` object's (a custom resource's) is written
+    as kube-apiserver writes the unstructured object it decoded: a whole float (``80.0``, a
+    float64 while the request lasted, which its validation saw) is written ``80`` and read
+    back as the int it then is (in ``obj`` too, which the write's response is made of);
+    ``gonumbers.written_back``. The common object holds none: two byte scans."""
+    stored = orjson.dumps(obj)
+    if unstructured and may_hold_whole_floats(stored) and whole_floats_written_back(obj):
+        stored = orjson.dumps(obj)
+    return stored
 
 
 def omit_empty(meta: dict[str, Any]) -> None:

@@ -9,11 +9,14 @@ kube-apiserver's decoders take them (``controlplane/gonumbers.py``):
   ``sv.Float() == math.Trunc(sv.Float())`` and converts it as ``reflect.Value.Convert``
   does, else ``cannot convert float64 to int32``;
 - a server-side apply's body: apimachinery's ``util/yaml.Unmarshal`` (sigs.k8s.io/yaml made
-  it JSON with ``json.Marshal``, so ``3.0`` is ``3``, then decoded with ``UseNumber``).
+  it JSON with ``json.Marshal``, so ``3.0`` is ``3``, then decoded with ``UseNumber``);
+- a custom resource: decoded into unstructured (``util/json``: int64 when the text parses
+  as one, else float64), validated so, and written back by Go's encoder, ``80``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,6 +30,8 @@ from controlplane.client import Client
 from tests.front_socket import front_on_socket
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
 JSON = {"Content-Type": "application/json"}
 SMP = {"Content-Type": "application/strategic-merge-patch+json"}
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -161,3 +166,72 @@ async def test_a_server_side_apply_takes_a_whole_float_for_an_int(served: Served
             "failed to convert new object (/d; apps/v1, Kind=Deployment) to proper version: unable to convert "
             f"unstructured object to apps/v1, Kind=Deployment: {why}")
     assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 4
+
+
+def widget_crd() -> dict[str, Any]:
+    spec = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {"replicas": {"type": "integer"}, "port": {"type": "integer"},
+                           "ratio": {"type": "number"}}}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "subresources": {"scale": {"specReplicasPath": ".spec.replicas",
+                                                              "statusReplicasPath": ".status.replicas"}},
+                                   "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}}}]}}
+
+
+async def served_widgets(served: Served) -> None:
+    await served.client.create(CRDS, widget_crd())
+    for _ in range(100):
+        if (await served.http.get(WIDGETS)).status_code == 200:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("widgets never served")
+
+
+async def test_a_custom_resources_whole_floats_are_stored_as_go_writes_them(served: Served) -> None:
+    """A custom resource's body is decoded into unstructured (apimachinery util/json:
+    ``convertNumber`` gives an int64 when the text parses as one, else a float64), validated
+    as a float64 (kube-openapi's type validator takes a whole one for an ``integer``), and
+    encoded by Go's JSON encoder, which writes float64 80 as ``80``: stored, served by the
+    create itself (etcd3 store.go decodes the stored bytes into its answer) and read back as
+    80. Non-whole floats and those past an int64 stay floats. It stored ``80.0`` here."""
+    await served_widgets(served)
+    body = (b'{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":'
+            b'{"port":80.0,"ratio":2.0,"free":[1.0,{"x":1e2}],"half":2.5,"huge":1e300}}')
+    r = await served.http.post(WIDGETS, content=body, headers=JSON)
+    assert r.status_code == 201, r.text
+    want = b'"spec":{"port":80,"ratio":2,"free":[1,{"x":100}],"half":2.5,"huge":1e+300}'
+    assert want in r.content
+    assert want in (await served.http.get(f"{WIDGETS}/w")).content
+    r = await served.http.get(WIDGETS, params={"watch": "1", "resourceVersion": "0", "timeoutSeconds": "1"})
+    assert want in r.content.splitlines()[0]
+    # each patch's result too, and a dry run's answer
+    r = await served.http.patch(f"{WIDGETS}/w", content=b'{"spec":{"port":81.0}}', headers=MERGE)
+    assert r.status_code == 200 and b'"port":81,' in r.content, r.text
+    r = await served.http.patch(f"{WIDGETS}/w", content=b'[{"op":"replace","path":"/spec/ratio","value":3.0}]',
+                                headers=JSON_PATCH)
+    assert r.status_code == 200 and b'"ratio":3,' in r.content, r.text
+    r = await served.http.post(WIDGETS, params={"dryRun": "All"}, headers=JSON,
+                               content=body.replace(b'"name":"w"', b'"name":"x"'))
+    assert r.status_code == 201 and want in r.content, r.text
+    # the same value sent again as a float changes nothing: no write
+    before = (await served.http.get(f"{WIDGETS}/w")).json()["metadata"]["resourceVersion"]
+    r = await served.http.patch(f"{WIDGETS}/w", content=b'{"spec":{"port":81.0}}', headers=MERGE)
+    assert r.json()["metadata"]["resourceVersion"] == before
+
+
+async def test_a_custom_resources_whole_float_is_a_float_until_stored(served: Served) -> None:
+    """What upstream's strategy sees is the float64 its decoding made: ValidateScaleSpec's
+    ``NestedInt64`` refuses ``replicas: 3.0`` (``3 is of the type float64, expected int64``)
+    where a server-side apply, whose YAML decoding made it an int64, is taken."""
+    await served_widgets(served)
+    config = b'{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"replicas":3.0}}'
+    r = await served.http.post(WIDGETS, content=config, headers=JSON)
+    assert status(r, 422, "Invalid")["details"]["causes"][0]["message"] == \
+        "Invalid value: 0: .spec.replicas accessor error: 3 is of the type float64, expected int64"
+    r = await served.http.patch(f"{WIDGETS}/w", params={"fieldManager": "m"}, content=config, headers=APPLY)
+    assert r.status_code == 201 and b'"replicas":3}' in r.content, r.text
+    assert (await served.http.get(f"{WIDGETS}/w/scale")).json()["spec"]["replicas"] == 3
