@@ -87,6 +87,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..gonumbers import may_hold_whole_floats, whole_floats_written_back
 from ..metrics import (
     ADMISSION_MATCH_CONDITION_EXCLUSIONS,
     ADMISSION_WEBHOOK_DURATION,
@@ -497,6 +498,8 @@ class AdmissionWebhooks:
                                  "request": self._request_fields(request, invocation.rtype, uid, (
                                      await self._as(request.obj, request.rtype, invocation.rtype),
                                      await self._as(request.old, request.rtype, invocation.rtype)))})
+            if may_hold_whole_floats(body):
+                body = _as_go_writes(body)
             posted = time.perf_counter()
             try:
                 answer = await self.clients.post(endpoint, body, float(spec.get("timeoutSeconds") or 10))
@@ -746,3 +749,11 @@ def _denied(name: str, status: Any) -> ApiError:
         message = f"{denied} without explanation"
     details = status.get("details") if isinstance(status.get("details"), dict) else None
     return ApiError(code, str(status.get("reason") or ""), message, details)
+
+
+def _as_go_writes(review: bytes) -> bytes:
+    """An AdmissionReview's JSON with its whole floats as Go's encoder writes them: a custom
+    resource's ``port: 80.0``, a float64 in upstream's unstructured object, is sent ``80``
+    (``gonumbers.written_back``). Only for a body that may hold one."""
+    tree = orjson.loads(review)
+    return orjson.dumps(tree) if whole_floats_written_back(tree) else review

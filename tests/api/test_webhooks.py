@@ -152,6 +152,34 @@ def test_a_webhook_sees_the_empty_lists_as_upstreams_does_before_they_are_stored
         assert [v["projected"]["sources"] for v in stored["spec"]["volumes"] if v["name"] == "p"] == [None]
 
 
+def test_a_webhook_sees_a_custom_resources_whole_float_as_go_writes_it(api: Api, hook: WebhookServer) -> None:
+    """A custom resource's ``port: 80.0`` is a float64 in upstream's unstructured object, which
+    the AdmissionReview carries as Go's encoder writes it, ``80`` (webhook/request/admissionreview.go
+    puts the object in a RawExtension, encoded by json.Marshal); it was sent as ``80.0``."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "floats.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "floats", "singular": "float", "kind": "Float"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    r = api.http.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
+    assert r.status_code == 201, r.text
+    api.made.append("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/floats.example.com")
+    floats = f"/apis/example.com/v1/namespaces/{NS}/floats"
+    for _ in range(500):
+        if api.http.get(floats).status_code == 200:
+            break
+        time.sleep(0.01)
+    api.configure(VALIDATING, "floats", [webhook("floats.example.com", hook, "/allow", rules=[{
+        "operations": ["CREATE"], "apiGroups": ["example.com"], "apiVersions": ["v1"], "resources": ["floats"]}])])
+    r = api.http.post(floats, headers={"Content-Type": "application/json"}, content=(
+        b'{"apiVersion":"example.com/v1","kind":"Float","metadata":{"name":"f"},"spec":{"port":80.0,"half":2.5}}'))
+    assert r.status_code == 201, r.text
+    (review,) = [rv for rv in hook.seen("/allow") if rv.get("name") == "f"]
+    port = review["object"]["spec"]["port"]
+    assert (port, type(port), review["object"]["spec"]["half"]) == (80, int, 2.5)
+
+
 def test_a_validating_webhooks_refusal_as_kubectl_shows_it(api: Api, hook: WebhookServer, served: Serve) -> None:
     api.configure(VALIDATING, "deny", [webhook("deny.example.com", hook, "/deny",
                                                objectSelector={"matchLabels": {"bad": "true"}})])
