@@ -40,7 +40,7 @@ from .fieldvalidation import add_warning, field_validation, note_yaml_duplicates
 from .params import flag
 
 __all__ = ["APPLY_YAML", "ApplyOptions", "apply_defaults", "apply_options", "conflict_error", "manager_of",
-           "parse_config", "parse_scale_config", "sync_last_applied"]
+           "object_gvknn", "parse_config", "parse_scale_config", "sync_last_applied"]
 
 APPLY_YAML = "application/apply-patch+yaml"
 # metadata.annotations may hold at most this many bytes, keys and values together
@@ -320,17 +320,24 @@ def _check_config(rtype: ResourceType, config: dict[str, Any]) -> None:
     unconverted = _typed_errors(shape, config, errors) if shape is not None else None
     if errors:
         why = errors[0] if len(errors) == 1 else "errors:\n" + "\n".join("  " + e for e in errors)
-        raise ApiError.bad_request(f"failed to create typed patch object ({rtype.group_version}, "
-                                   f"Kind={rtype.kind}): {why}")
+        raise ApiError.bad_request(f"failed to create typed patch object ({object_gvknn(rtype, config)}): {why}")
     if unconverted is not None:
         # upstream's merge took it (a typed value's number is any number); its converter to the
         # Go type then refuses it, a 500 there (structuredmerge.go, toVersioned), a 400 here. Its
         # conflicts would have been reported first
-        meta = config["metadata"]
-        gvk = f"{rtype.group_version}, Kind={rtype.kind}"
-        raise ApiError.bad_request(f"failed to convert new object ({meta.get('namespace') or ''}/"
-                                   f"{meta.get('name') or ''}; {gvk}) to proper version: unable to convert "
-                                   f"unstructured object to {gvk}: {unconverted}")
+        raise ApiError.bad_request(f"failed to convert new object ({object_gvknn(rtype, config)}) to proper "
+                                   f"version: unable to convert unstructured object to {rtype.group}/"
+                                   f"{rtype.version}, Kind={rtype.kind}: {unconverted}")
+
+
+def object_gvknn(rtype: ResourceType, config: dict[str, Any]) -> str:
+    """An applied configuration as upstream's field manager names it in its errors
+    (structuredmerge.go ``objectGVKNN``): its own namespace and name, which it may leave out,
+    and its kind as ``GroupVersionKind.String`` writes it, ``default/d; apps/v1, Kind=Deployment``,
+    ``/c; /v1, Kind=ConfigMap``."""
+    meta = config.get("metadata")
+    namespace, name = (meta.get("namespace") or "", meta.get("name") or "") if isinstance(meta, dict) else ("", "")
+    return f"{namespace}/{name}; {rtype.group}/{rtype.version}, Kind={rtype.kind}"
 
 
 def _typed_errors(shape: Shape, config: dict[str, Any], errors: list[str]) -> str | None:

@@ -95,6 +95,7 @@ from .apply import (
     apply_options,
     conflict_error,
     manager_of,
+    object_gvknn,
     parse_config,
     parse_scale_config,
     sync_last_applied,
@@ -1592,8 +1593,8 @@ class KubeApi:
             except managedfields.Conflicts as e:
                 raise conflict_error(e) from e
             except managedfields.ShapeError as e:
-                raise ApiError.bad_request(f"failed to create typed patch object ({rtype.group_version}, "
-                                           f"Kind={rtype.kind}): {e}") from e
+                raise ApiError.bad_request(f"failed to create typed patch object ({object_gvknn(rtype, applied)}): "
+                                           f"{e}") from e
             sync_last_applied(options.manager, applied, obj)
             obj["metadata"]["name"] = name
             # its type's, whatever the merge pruned: a client may write managedFields that give the
@@ -2612,8 +2613,8 @@ class KubeApi:
                 except managedfields.Conflicts as e:
                     raise conflict_error(e) from e
                 except managedfields.ShapeError as e:
-                    raise ApiError.bad_request(f"failed to create typed patch object (autoscaling/v1, Kind=Scale): "
-                                               f"{e}") from e
+                    raise ApiError.bad_request("failed to create typed patch object "
+                                               f"({object_gvknn(SCALE_TYPE, config)}): {e}") from e
                 fields = owner["metadata"].get("managedFields")
                 replicas, expected = replicas_of_scale({**applied, "metadata": {}}, name)
             elif method == "PATCH":

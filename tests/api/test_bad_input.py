@@ -134,7 +134,7 @@ async def test_an_apply_to_an_existing_object_is_typed_as_its_create(client: Cli
                         ("metadata: {labels: {a: {b: c}}}\n", ".metadata.labels.a: expected string, got object"),
                         ("bogus: 1\n", ".bogus: field not declared in schema")]:
         e = await refused(apply(config), 400)
-        assert e.message == f"failed to create typed patch object (v1, Kind=ConfigMap): {why}"
+        assert e.message == f"failed to create typed patch object (/; /v1, Kind=ConfigMap): {why}"  # (no name)
     stored = await client.get(f"{CMS}/c")
     assert stored["data"] == {"k": "v"} and "immutable" not in stored and "labels" not in stored["metadata"]
     # nor is a new object created from such a configuration

@@ -530,7 +530,7 @@ async def test_a_custom_resources_applied_metadata_is_typed_as_object_meta(serve
         resp = await served.http.patch(f"{widgets}/w", params={"fieldManager": "m", "force": "true"}, headers=apply,
                                        json={**widget, "metadata": {"name": "w", **meta}})
         status = assert_status(resp, 400, "BadRequest")
-        assert status["message"] == f"failed to create typed patch object (fz.io/v1, Kind=Widget): {why}"
+        assert status["message"] == f"failed to create typed patch object (/w; fz.io/v1, Kind=Widget): {why}"
     # a null finalizer is Go's "" once decoded: refused by the validation, as a create's is
     resp = await served.http.patch(f"{widgets}/w", params={"fieldManager": "m", "force": "true"}, headers=apply,
                                    json={**widget, "metadata": {"name": "w", "finalizers": [None]}})

@@ -298,7 +298,7 @@ def test_apply_through_scale_refuses_what_is_no_scale(web: httpx.Client, served:
     assert refused(deployment)["message"] == "invalid object type: apps/v1, Kind=Deployment"
     assert refused(b'{"apiVersion": "v1", "kind": "Scale"}')["message"] == "invalid object type: /v1, Kind=Scale"
     assert refused(b'{"apiVersion":"autoscaling/v1","kind":"Scale","spec":{"foo":1}}')["message"] == (
-        "failed to create typed patch object (autoscaling/v1, Kind=Scale): .spec.foo: field not declared in schema")
+        "failed to create typed patch object (/; autoscaling/v1, Kind=Scale): .spec.foo: field not declared in schema")
     assert refused(_scale(-1), {"fieldManager": "hpa", "force": "true"})["code"] == 422  # (a conflict comes first)
     assert refused(_scale(2))["reason"] == "Conflict"
     assert refused(_scale(2, resourceVersion="1"), {"fieldManager": "hpa", "force": "true"})["reason"] == "Conflict"
