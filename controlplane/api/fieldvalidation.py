@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import decimal
+import json
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -228,6 +229,8 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
             converted = converter_error(shape, obj, path)
             if converted is not None:
                 raise _invalid_patch(go_value(strategic), converted)
+        if body is not None and given.startswith("number ") and found.numbers:
+            given = _as_sent(body, obj, found.numbers, given)
         # a built-in kind's in Go's words; a custom resource's (no Go struct) approximated
         why = (go_type_error(shape, path, given) if rtype.custom is None else None) or \
             f"json: cannot unmarshal {given} into Go struct field {rtype.kind}.{path} of type {expected}"
@@ -267,6 +270,49 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
     _check_name(obj, name)
     _require(rtype, obj, found)
     return obj
+
+
+class _FloatText(float):
+    """A float of a body decoded again, with its text."""
+
+    __slots__ = ("text",)
+    text: str
+
+
+def _float_text(token: str) -> _FloatText:
+    number = _FloatText(token)
+    number.text = token
+    return number
+
+
+def _as_sent(body: bytes, obj: dict[str, Any], numbers: list[tuple[Any, Any, Any]], given: str) -> str:
+    """Go's ``number 3.0`` for the first float a body gave an integer, with the float's text as
+    the body wrote it (``number 1e2``, ``number 3.00``: what ``strconv.ParseInt`` refused),
+    found where the decoded object has it in the body decoded again; ``given`` (the float as
+    Python writes it) where that fails. Only on the way to a 400."""
+    target = next(((c, k) for c, k, shape in numbers if type(c[k]) is float and shape.expect == "integer"), None)
+    if target is None or given != f"number {orjson.dumps(target[0][target[1]]).decode()}":
+        return given
+    steps = _steps_to(obj, target[0])
+    try:
+        node: Any = json.loads(body, parse_float=_float_text)
+        for step in (*steps, target[1]) if steps is not None else ():
+            node = node[step]
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        return given
+    return f"number {node.text}" if steps is not None and isinstance(node, _FloatText) else given
+
+
+def _steps_to(root: Any, container: Any) -> list[Any] | None:
+    """The keys and indexes from ``root`` to ``container`` (found by identity), or None."""
+    pending: list[tuple[Any, list[Any]]] = [(root, [])]
+    while pending:
+        node, steps = pending.pop()
+        if node is container:
+            return steps
+        items = node.items() if type(node) is dict else enumerate(node) if type(node) is list else ()
+        pending.extend((v, [*steps, k]) for k, v in items if type(v) is dict or type(v) is list)
+    return None
 
 
 def _check_name(obj: dict[str, Any], name: str | None) -> None:

@@ -71,9 +71,10 @@ async def test_a_create_or_update_with_a_whole_float_for_an_int_is_gos_400(serve
     """sigs.k8s.io/json ``literalStore`` (decode.go): an int field's number goes through
     ``strconv.ParseInt``, which refuses ``3.0``; its ``UnmarshalTypeError`` names the number
     (``Value: "number " + string(item)``), which create.go's ``transformDecodeError`` puts after
-    ``... cannot be handled as a Deployment``. It said ``number`` alone here."""
+    ``... cannot be handled as a Deployment``, the number as the body wrote it. It said
+    ``number`` alone here."""
     why = "json: cannot unmarshal number {} into Go struct field DeploymentSpec.spec.replicas of type int32"
-    for text in ("3.0", "3.5"):
+    for text in ("3.0", "3.5", "1e2", "3.00", "-0.0"):
         r = await served.http.post(DEPLOYMENTS, content=deployment(text), headers=JSON)
         assert status(r, 400, "BadRequest")["message"] == \
             'Deployment in version "v1" cannot be handled as a Deployment: ' + why.format(text)
