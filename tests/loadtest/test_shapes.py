@@ -71,6 +71,23 @@ def test_million_is_the_issue_s_cluster() -> None:
     assert scaled.fixed["KubeletUser"] == 100 and scaled.pods_target == 10_000
 
 
+def test_scale_multiplies_million_s_quick_size() -> None:
+    # --scale replaced --quick's size: --quick --scale 2 was 20,000 nodes and 40,000 pods, 0.999 was
+    # 9,990 nodes, and only 1 (the default) kept the quick run's 20 nodes and 40 pods
+    quick = scenarios.build("million", quick=True)
+    assert quick.fixed["KubeletUser"] == 20 and quick.pods_target == 40 and quick.params["namespaces"] == 2
+    assert quick.description.startswith("20 nodes registered through the API, 40 pods across 2 namespaces")
+    doubled = scenarios.build("million", quick=True, scale=2)
+    assert doubled.fixed["KubeletUser"] == 40 and doubled.pods_target == 80 and doubled.params["namespaces"] == 4
+    near = scenarios.build("million", quick=True, scale=0.999)
+    assert near.fixed["KubeletUser"] == 20 and near.pods_target == 40
+    small = scenarios.build("million", quick=True, scale=0.01)  # every count at least 1
+    assert small.fixed == {"BinderUser": 1, "KubeletUser": 1, "InformerUser": 1, "OperatorUser": 1,
+                           "ReplicaSetController": 1}
+    assert small.pods_target == 20
+    assert scenarios.build("churn", quick=True, scale=2).fixed["KubeletUser"] == 40  # as the others do
+
+
 def test_the_kubelets_description_counts_the_run_s_kubelets() -> None:
     # the report shows it: a --quick run's 100 kubelets were described as 10,000
     for kwargs, count in (({}, "10,000"), ({"quick": True}, "100"), ({"scale": 0.1}, "1,000")):
