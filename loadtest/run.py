@@ -879,10 +879,7 @@ def _run(args: argparse.Namespace) -> int:
         except CredentialsError as e:  # an exec plugin that failed
             raise SystemExit(f"loadtest: {e}") from None
     if not binder:
-        plan = scenarios.Plan(**{**plan.__dict__, "fixed": {k: v for k, v in plan.fixed.items()
-                                                             if k != "BinderUser"}})
-        plan = scenarios.Plan(**{**plan.__dict__, "table": tuple(
-            shapes.Stage(s.until, s.users - 1, s.spawn_rate, s.name) for s in plan.table)})
+        plan = plan.without_binder()
     if target is not None:
         try:
             _check_resources(target, auth, plan)

@@ -21,7 +21,7 @@ duration).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import shapes
@@ -120,6 +120,18 @@ class Plan:
         return sorted(name for cls, name in PLAYED_CONTROLLERS.items()
                       if self.fixed.get(cls) or self.weighted.get(cls))
 
+    def without_binder(self) -> Plan:
+        """This plan with no load-test binder: a scheduler (the target's, or ``serve``'s under
+        ``--binder off``) places the pods. Its description says so, and no longer names a binder."""
+        if "BinderUser" not in self.fixed:
+            return self
+        fixed = {k: v for k, v in self.fixed.items() if k != "BinderUser"}
+        table = tuple(shapes.Stage(s.until, s.users - self.fixed["BinderUser"], s.spawn_rate, s.name)
+                      for s in self.table)
+        description = self.description.replace(_BINDER_PHRASE, "")
+        description += "; no load-test binder: a scheduler places the pods"
+        return replace(self, fixed=fixed, table=table, description=description, binder=False)
+
     @property
     def pods_target(self) -> int:
         """Pods the controllers create in a quota run (0 otherwise)."""
@@ -156,6 +168,9 @@ def api_access(plan: Plan) -> dict[tuple[str, str, str], list[str]]:
     return dict(sorted(access.items()))
 
 
+_BINDER_PHRASE = "a binder, "  # where a description names the binder (Plan.without_binder)
+
+
 def _n(x: float) -> int:
     return max(1, round(x))
 
@@ -166,7 +181,7 @@ def _plural(n: int, noun: str) -> str:
 
 def _smoke(quick: bool, scale: float) -> dict[str, Any]:
     return {
-        "description": "every client once, small: a binder, 3 kubelets (GPU nodes), a controller, an operator, "
+        "description": f"every client once, small: {_BINDER_PHRASE}3 kubelets (GPU nodes), a controller, an operator, "
                     "two informers (LIST and WatchList), a training job",
         "fixed": {"BinderUser": 1, "KubeletUser": 3, "InformerUser": 2, "ReplicaSetController": 1, "OperatorUser": 1,
                "TrainingJobUser": 1},

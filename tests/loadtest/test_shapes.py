@@ -112,3 +112,19 @@ def test_pod_rate_paces_only_a_quota_run() -> None:
     assert "pod_rate" not in scenarios.build("million").params  # unpaced by default
     with pytest.raises(KeyError, match="only 'million' does"):
         scenarios.build("churn", pod_rate=10)
+
+
+def test_a_plan_without_the_binder_says_so() -> None:
+    # against a target whose scheduler places the pods (or --binder off), the report's scenario row
+    # still read "every client once, small: a binder, ..." of a run that had none
+    smoke = scenarios.build("smoke", quick=True)
+    assert "a binder, " in smoke.description and smoke.fixed["BinderUser"] == 1 and smoke.binder
+    plan = smoke.without_binder()
+    assert "binder, " not in plan.description and not plan.binder
+    assert plan.description.startswith("every client once, small: 3 kubelets (GPU nodes), ")
+    assert plan.description.endswith("; no load-test binder: a scheduler places the pods")
+    assert "BinderUser" not in plan.fixed and plan.fixed_total == smoke.fixed_total - 1
+    assert [s.users for s in plan.table] == [s.users - 1 for s in smoke.table]
+    churn = scenarios.build("churn", quick=True).without_binder()
+    assert churn.description.endswith("; no load-test binder: a scheduler places the pods")
+    assert churn.without_binder() == churn  # once
