@@ -281,6 +281,29 @@ def test_the_clients_rates_are_read_from_their_running_totals() -> None:
     assert (xs, ys) == ([3.0, 6.0, 9.0], [7 / 3, 2.0, 0.0])
 
 
+def test_the_throughput_plot_reads_each_verb_s_running_totals() -> None:
+    # the throughput plot drew Locust's Requests/s, a ten-second average ending two seconds back: the
+    # 200 deletes of a million --scale 0.01 --quick run's last 3 s were drawn at 13 a second, and the
+    # rate stayed up after the load had stopped. Each verb's entries are summed (DELETE pods and the
+    # kubelets' DELETE pods [kubelet], the latter first seen in the report that brought its deletes)
+    aggregated = (0, 0, 0, 30, 30, 30, 230, 230, 230, 230)
+    history = [{"Timestamp": str(1000 + t), "Type": "", "Name": "Aggregated", "Requests/s": "9",
+                "Total Request Count": str(n)} for t, n in enumerate(aggregated)]
+    history += [{"Timestamp": str(1000 + t), "Type": "POST", "Name": "pods", "Requests/s": "5",
+                 "Total Request Count": str(n)} for t, n in enumerate((0, 0, 0, 30, 30, 30, 30, 30, 30, 30))]
+    history += [{"Timestamp": str(1000 + t), "Type": "DELETE", "Name": "pods", "Requests/s": "12.7",
+                 "Total Request Count": "140"} for t in range(6, 10)]
+    history += [{"Timestamp": str(1000 + t), "Type": "DELETE", "Name": "pods [kubelet]", "Requests/s": "4",
+                 "Total Request Count": "60"} for t in range(6, 10)]
+    history += [{"Timestamp": str(1000 + t), "Type": "LATENCY", "Name": "pod startup", "Requests/s": "50",
+                 "Total Request Count": "500"} for t in range(3, 10)]
+    series = report.throughput_series(history)
+    assert sorted(series) == ["DELETE", "POST"]  # HTTP verbs only
+    assert series["DELETE"] == ([6.0, 9.0], [200 / 3, 0.0])
+    assert series["POST"] == ([3.0, 9.0], [10.0, 0.0])
+    assert report.throughput_series([]) == {}
+
+
 def test_what_came_before_an_entry_s_first_history_row_is_drawn() -> None:
     # Locust's history has a row of an entry only once the master has heard of it, with the total of
     # the report it came in: a million --quick's binder bound its 60 pods within one report, and its
