@@ -172,9 +172,6 @@ def ordered(tree: Tree, known: Tree | None = None) -> Tree:
     if known is not None and (tree is known or tree == known):  # (==: dicts, in C, whatever their order)
         return known
     out: Tree | None = None
-    prev = ""
-    in_order = True
-    fields_only = True
     for k, v in tree.items():
         if v:
             w = ordered(v, known.get(k) if known else None)
@@ -182,20 +179,16 @@ def ordered(tree: Tree, known: Tree | None = None) -> Tree:
                 if out is None:
                     out = dict(tree)
                 out[k] = w
-        if k[0] != "f" and k != SELF:
-            fields_only = False
-        if in_order and prev and not _before(prev, k):
-            in_order = False
-        prev = k
-    if in_order:
-        return tree if out is None else out
     src = tree if out is None else out
-    result: Tree = {SELF: {}} if SELF in src else {}
-    # fields alone (most nodes) sort as their strings; other elements by what they hold
-    keys = sorted(k for k in src if k != SELF) if fields_only else sorted((k for k in src if k != SELF), key=_sort_key)
-    for k in keys:
-        result[k] = src[k]
-    return result
+    # as strings, "." comes first and fields ("f:") before the other elements ("i:", "k:",
+    # "v:"): a node of fields alone (most nodes) is in order as its strings sort, in C
+    keys = sorted(src)
+    last = keys[-1]
+    if last[0] != "f" and last != SELF:
+        keys = sorted(src, key=_sort_key)
+    if keys == list(src):
+        return src
+    return {k: src[k] for k in keys}
 
 
 def remember_ordered(tree: Tree) -> Tree:
@@ -214,21 +207,11 @@ _ORDERED_LIMIT = 8192
 _ordered: dict[int, Tree] = {}
 
 
-def _before(a: str, b: str) -> bool:
-    """Whether element ``a`` comes before ``b`` (``b`` != ``a``): fields, the usual case, by
-    their strings (which share the ``f:`` prefix)."""
-    if a[0] == "f" and b[0] == "f":
-        return a < b
-    if a == SELF:
-        return True
-    if b == SELF:
-        return False
-    return _sort_key(a) < _sort_key(b)
-
-
 @functools.lru_cache(maxsize=16384)
 def _sort_key(element: str) -> tuple[Any, ...]:
-    """What orders ``element`` among a node's elements (``PathElement.Compare``)."""
+    """What orders ``element`` among a node's elements (``PathElement.Compare``; ``.`` first)."""
+    if element == SELF:
+        return (-1,)
     kind = element[:2]
     if kind == "f:":
         return (0, element)
