@@ -28,7 +28,7 @@ from .podvalidation import (
 )
 from .rollingupdate import daemon_set_strategy_causes, deployment_rolling_update_causes
 from .statefulsetvalidation import stateful_set_spec_causes
-from .validation import same_once_stored, shape_at, shape_of
+from .validation import Shape, same_once_stored, shape_at, shape_of
 from .workloads import default_claim_templates
 
 __all__ = ["pod_update_causes", "selector_causes", "service_causes", "service_update_causes", "workload_causes",
@@ -246,7 +246,7 @@ def _job_update_causes(spec: Obj, old_spec: Obj, old: Obj) -> Causes:
     template, was = spec.get("template"), old_spec.get("template")
     if template != was and not same_once_stored(template, was, shape_at(spec_shape, "template")):
         idle = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("active")
-        if not (idle and _same_but_scheduling(template, was)):
+        if not (idle and _same_but_scheduling(template, was, shape_at(spec_shape, "template"))):
             causes.append(_immutable("spec.template", template))
     for field in _JOB_FIXED:
         if spec.get(field) != old_spec.get(field) \
@@ -265,9 +265,11 @@ _JOB_FIXED = ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "man
 _SCHEDULING = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
 
 
-def _same_but_scheduling(template: Any, was: Any) -> bool:
+def _same_but_scheduling(template: Any, was: Any, shape: Shape | None) -> bool:
     """Whether two pod templates differ at most in what a suspended Job may change: its
-    scheduling directives and its containers' resource requests and limits."""
+    scheduling directives and its containers' resource requests and limits. The rest is
+    compared as Go values (``shape``: a PodTemplateSpec's), as upstream's
+    ``ValidateImmutableField`` does with ``Semantic.DeepEqual``: a quantity by its value."""
     if not isinstance(template, dict) or not isinstance(was, dict):
         return False
     a, b = copy.deepcopy(template), copy.deepcopy(was)
@@ -283,7 +285,7 @@ def _same_but_scheduling(template: Any, was: Any) -> bool:
                 if isinstance(resources, dict):
                     resources.pop("requests", None)
                     resources.pop("limits", None)
-    return a == b
+    return a == b or same_once_stored(a, b, shape)
 
 
 # -- pods ------------------------------------------------------------------------------

@@ -242,3 +242,24 @@ async def test_a_claims_capacity_request_as_the_same_quantity_is_no_change_of_it
     capacity["memory"] = "2G"
     r = await http.patch(f"{claims}/c", headers=MERGE, content=json.dumps(patch))
     assert r.status_code == 422, r.text
+
+
+async def test_a_suspended_jobs_scheduling_change_keeps_its_quantities_by_value(http: httpx.AsyncClient) -> None:
+    # a suspended Job's template may change its scheduling directives; the rest of it is compared
+    # with Semantic.DeepEqual, so an emptyDir's sizeLimit written 1e9 (a number to kubectl's YAML:
+    # 1000000000, stored 1G) where the stored one says 1e9 is no change of it
+    jobs = "/apis/batch/v1/namespaces/default/jobs"
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "pause"}],
+                         "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1e9"}}]}}
+    r = await http.post(jobs, json={"metadata": {"name": "s"}, "spec": {"suspend": True, "template": template}})
+    assert r.status_code == 201, r.text
+    volumes = [{"name": "v", "emptyDir": {"sizeLimit": 1000000000}}]
+    patch: dict[str, Any] = {"spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}, "volumes": volumes}}}}
+    r = await http.patch(f"{jobs}/s", headers=STRATEGIC, content=json.dumps(patch))
+    assert r.status_code == 200, r.text  # not 422 spec.template: field is immutable
+    spec = r.json()["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"zone": "a"} and spec["volumes"][0]["emptyDir"]["sizeLimit"] == "1G"
+    patch["spec"]["template"]["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] = "2G"
+    r = await http.patch(f"{jobs}/s", headers=STRATEGIC, content=json.dumps(patch))
+    assert r.status_code == 422, r.text  # another value still is a change
+    assert "spec.template: Invalid value" in r.json()["message"]
