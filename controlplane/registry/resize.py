@@ -24,6 +24,7 @@ from .causes import Causes, forbidden, invalid
 from .podresources import default_pod_level_resources
 from .podspec import qos_class
 from .podvalidation import pod_spec_causes
+from .validation import Shape, same_once_stored, shape_at, shape_of
 
 __all__ = ["resize_causes", "resized_spec"]
 
@@ -125,22 +126,35 @@ def resize_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
             causes.extend(_container_resize(before, after, f"spec.initContainers[{i}].resources"))
     for i, (before, after) in enumerate(zip(old_c, new_c, strict=True)):
         causes.extend(_container_resize(before, after, f"spec.containers[{i}].resources"))
+    container = _pod_spec_shape("containers")
+    container = container.items if container is not None else None
     for before, after in zip(old_c, new_c, strict=True):
-        if _without_cpu_memory_change(after, before) != before:
+        if not _same(_without_cpu_memory_change(after, before), before, container):
             causes.append(forbidden("spec", _ONLY_CPU_MEMORY))
     for before, after in zip(old_i, new_i, strict=True):
         if _is_sidecar(after):
-            if _without_cpu_memory_change(after, before) != before:
+            if not _same(_without_cpu_memory_change(after, before), before, container):
                 causes.append(forbidden("spec", "only cpu and memory resources for sidecar containers are mutable"))
-        elif after != before:
+        elif not _same(after, before, container):
             causes.append(forbidden("spec", "resources for non-sidecar init containers are immutable"))
     if causes:
         return causes
     resized = ("containers", "initContainers", "resources")
-    if {k: v for k, v in new_spec.items() if k not in resized} != \
-            {k: v for k, v in old_spec.items() if k not in resized}:
+    if not _same({k: v for k, v in new_spec.items() if k not in resized},
+                 {k: v for k, v in old_spec.items() if k not in resized}, _pod_spec_shape()):
         causes.append(forbidden("spec", _ONLY_CPU_MEMORY))
     return causes
+
+
+def _pod_spec_shape(*path: str) -> Shape | None:
+    return shape_at(shape_of("", "v1", "Pod"), "spec", *path)
+
+
+def _same(a: Any, b: Any, shape: Shape | None) -> bool:
+    """Whether ``a`` and ``b`` are the same Go values, as ValidatePodResize's
+    ``Semantic.DeepEqual`` compares them: a quantity by its value (``1e9`` stored, the ``1G``
+    a number sent for it becomes), an empty list or map as nil."""
+    return a == b or same_once_stored(a, b, shape)
 
 
 def _pod_level_resources(spec: dict[str, Any]) -> bool:
@@ -159,7 +173,7 @@ def _pod_level_resize(before: Any, after: Any) -> Causes:
     for part in ("requests", "limits"):
         if set(old_r.get(part) or {}) - set(new_r.get(part) or {}):
             causes.append(forbidden(f"spec.resources.{part}", f"pod-level resource {part} cannot be removed"))
-    if _without_cpu_memory(new_r, old_r) != _without_cpu_memory(old_r, old_r):
+    if not _same(_without_cpu_memory(new_r, old_r), _without_cpu_memory(old_r, old_r), _pod_spec_shape("resources")):
         causes.append(forbidden("spec", "only cpu and memory resources are mutable at pod-level"))
     return causes
 

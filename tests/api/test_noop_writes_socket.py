@@ -263,3 +263,29 @@ async def test_a_suspended_jobs_scheduling_change_keeps_its_quantities_by_value(
     r = await http.patch(f"{jobs}/s", headers=STRATEGIC, content=json.dumps(patch))
     assert r.status_code == 422, r.text  # another value still is a change
     assert "spec.template: Invalid value" in r.json()["message"]
+
+
+async def test_a_resize_resending_a_quantity_in_another_format_changes_nothing_else(http: httpx.AsyncClient) -> None:
+    # ValidatePodResize compares each container, its cpu and memory aside, with Semantic.DeepEqual:
+    # an ephemeral-storage stored 1e9 and resent as the number 1000000000 (stored 1G) is the same
+    pods = "/api/v1/namespaces/default/pods"
+    resources = {"requests": {"cpu": "100m", "ephemeral-storage": "1e9"}, "limits": {"ephemeral-storage": "1e9"}}
+    r = await http.post(pods, json={"metadata": {"name": "p"}, "spec": {
+        "initContainers": [{"name": "i", "image": "pause", "resources": resources}],
+        "containers": [{"name": "c", "image": "pause", "resources": resources}]}})
+    assert r.status_code == 201, r.text
+    requests: dict[str, Any] = {"cpu": "200m", "ephemeral-storage": 1000000000}
+    patch = {"spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}}
+    r = await http.patch(f"{pods}/p/resize", headers=STRATEGIC, content=json.dumps(patch))
+    assert r.status_code == 200, r.text  # not 422 only cpu and memory resources are mutable
+    assert r.json()["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "200m", "ephemeral-storage": "1G"}
+    init_requests: dict[str, Any] = {"ephemeral-storage": 1000000000}
+    init = {"spec": {"initContainers": [{"name": "i", "resources": {"requests": init_requests}}]}}
+    r = await http.patch(f"{pods}/p/resize", headers=STRATEGIC, content=json.dumps(init))
+    assert r.status_code == 200, r.text  # not 422 resources for non-sidecar init containers are immutable
+    requests["ephemeral-storage"] = "2G"  # another value still is refused
+    r = await http.patch(f"{pods}/p/resize", headers=STRATEGIC, content=json.dumps(patch))
+    assert r.status_code == 422 and "only cpu and memory resources are mutable" in r.json()["message"], r.text
+    init_requests["ephemeral-storage"] = "2G"
+    r = await http.patch(f"{pods}/p/resize", headers=STRATEGIC, content=json.dumps(init))
+    assert r.status_code == 422 and "non-sidecar init containers are immutable" in r.json()["message"], r.text
