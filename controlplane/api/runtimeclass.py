@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..registry.types import ResourceType
+from ..registry.validation import same_once_stored, shape_at, shape_of
 from .errors import ApiError
 from .namespaced import NamespacedObjects
 
@@ -45,7 +46,9 @@ class RuntimeClassAdmission:
             raise _refused(name, f'RuntimeClass "{wanted}" not found')
         fixed = (rc.get("overhead") or {}).get("podFixed")
         if fixed:
-            if spec.get("overhead") and spec["overhead"] != fixed:
+            # (compared as Go values, as upstream's Semantic.DeepEqual: a quantity by its value)
+            if spec.get("overhead") and spec["overhead"] != fixed and not same_once_stored(
+                    spec["overhead"], fixed, shape_at(shape_of("", "v1", "Pod"), "spec", "overhead")):
                 raise _refused(name, "Pod's Overhead doesn't match RuntimeClass's defined Overhead")
             spec["overhead"] = dict(fixed)
         scheduling = rc.get("scheduling") or {}

@@ -289,3 +289,23 @@ async def test_a_resize_resending_a_quantity_in_another_format_changes_nothing_e
     init_requests["ephemeral-storage"] = "2G"
     r = await http.patch(f"{pods}/p/resize", headers=STRATEGIC, content=json.dumps(init))
     assert r.status_code == 422 and "non-sidecar init containers are immutable" in r.json()["message"], r.text
+
+
+async def test_a_pods_overhead_matches_its_runtime_class_by_value(http: httpx.AsyncClient) -> None:
+    # the RuntimeClass admission compares an overhead the pod states with the class's with
+    # Semantic.DeepEqual: 0.25 cpu is 250m, a memory sent 1000000000 (stored 1G) is 1e9
+    r = await http.post("/apis/node.k8s.io/v1/runtimeclasses", json={
+        "metadata": {"name": "kata"}, "handler": "kata",
+        "overhead": {"podFixed": {"cpu": "250m", "memory": "1e9"}}})
+    assert r.status_code == 201, r.text
+    pods = "/api/v1/namespaces/default/pods"
+    overhead: dict[str, Any] = {"cpu": "0.25", "memory": 1000000000}
+    pod: dict[str, Any] = {"metadata": {"name": "p"}, "spec": {"runtimeClassName": "kata", "overhead": overhead,
+                                                               "containers": [{"name": "c", "image": "pause"}]}}
+    r = await http.post(pods, json=pod)
+    assert r.status_code == 201, r.text  # not 403 Pod's Overhead doesn't match RuntimeClass's defined Overhead
+    assert r.json()["spec"]["overhead"] == {"cpu": "250m", "memory": "1e9"}  # the class's, as upstream sets it
+    overhead["memory"], pod["metadata"]["name"] = "2G", "q"
+    r = await http.post(pods, json=pod)
+    assert r.status_code == 403, r.text  # another value still does not match
+    assert "Pod's Overhead doesn't match RuntimeClass's defined Overhead" in r.json()["message"]
