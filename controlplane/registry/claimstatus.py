@@ -56,6 +56,7 @@ from .drafields import (
     uid,
     unique,
 )
+from .validation import same_once_stored, shape_at, shape_of
 
 __all__ = ["claim_status_causes"]
 
@@ -209,7 +210,11 @@ def claim_status_causes(claim: Obj, old: Obj) -> Causes:
             causes.append(forbidden("status.reservedFor", "new entries may not be added while "
                                     "`deallocationRequested` or `deletionTimestamp` are set"))
     if old_allocation is not None and allocation is not None:
-        if allocation != old_allocation:
+        # (compared as Go values, as ValidateImmutableField's Semantic.DeepEqual: a consumed
+        # capacity's quantity by its value)
+        if allocation != old_allocation and not same_once_stored(
+                allocation, old_allocation, shape_at(shape_of("resource.k8s.io", "v1", "ResourceClaim"),
+                                                     "status", "allocation")):
             causes.append(immutable("status.allocation", allocation))
     elif allocation is not None:
         causes += allocation_causes(mapping(allocation), "status.allocation", request_names(claim.get("spec")))

@@ -309,3 +309,26 @@ async def test_a_pods_overhead_matches_its_runtime_class_by_value(http: httpx.As
     r = await http.post(pods, json=pod)
     assert r.status_code == 403, r.text  # another value still does not match
     assert "Pod's Overhead doesn't match RuntimeClass's defined Overhead" in r.json()["message"]
+
+
+async def test_a_claims_allocation_resent_with_the_same_quantities_is_unchanged(http: httpx.AsyncClient) -> None:
+    # ValidateResourceClaimStatusUpdate holds a set allocation with ValidateImmutableField
+    # (Semantic.DeepEqual): a consumed capacity stored 1e9 and resent as 1000000000 (1G) is the same
+    claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+    request = {"name": "r", "exactly": {"deviceClassName": "gpu", "capacity": {"requests": {"memory": "1e9"}}}}
+    r = await http.post(claims, json={"metadata": {"name": "c"}, "spec": {"devices": {"requests": [request]}}})
+    assert r.status_code == 201, r.text
+    consumed: dict[str, Any] = {"memory": "1e9"}
+    result = {"request": "r", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0",
+              "shareID": "1f0e4b2c-0000-4000-8000-000000000001", "consumedCapacity": consumed}
+    status: dict[str, Any] = {"allocation": {"devices": {"results": [result]}}}
+    r = await http.patch(f"{claims}/c/status", headers=MERGE, content=json.dumps({"status": status}))
+    assert r.status_code == 200, r.text
+    consumed["memory"] = 1000000000
+    status["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "1f0e4b2c-0000-4000-8000-000000000002"}]
+    r = await http.patch(f"{claims}/c/status", headers=MERGE, content=json.dumps({"status": status}))
+    assert r.status_code == 200, r.text  # not 422 status.allocation: field is immutable
+    assert r.json()["status"]["reservedFor"][0]["name"] == "p"
+    consumed["memory"] = "2G"
+    r = await http.patch(f"{claims}/c/status", headers=MERGE, content=json.dumps({"status": status}))
+    assert r.status_code == 422 and "status.allocation: Invalid value" in r.json()["message"], r.text
