@@ -3639,7 +3639,9 @@ def _split_status(rtype: ResourceType, subresource: str | None, old: dict[str, A
         merged = dict(old)
         merged["spec"] = resized_spec(old.get("spec") or {}, new.get("spec"))
         merged["metadata"] = dict(old_meta)
-        if merged["spec"] != old.get("spec"):  # (pod strategy's updatePodGeneration)
+        # (pod strategy's updatePodGeneration, Semantic.DeepEqual: 0.1 cpu where 100m was is no change)
+        if merged["spec"] != old.get("spec") and not same_once_stored(
+                merged["spec"], old.get("spec"), shape_at(shape_of(rtype.group, rtype.version, rtype.kind), "spec")):
             merged["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
         return merged
     if subresource in ("status", "approval"):  # (a CSR's approval: its conditions, registry/certificates.py)

@@ -332,3 +332,21 @@ async def test_a_claims_allocation_resent_with_the_same_quantities_is_unchanged(
     consumed["memory"] = "2G"
     r = await http.patch(f"{claims}/c/status", headers=MERGE, content=json.dumps({"status": status}))
     assert r.status_code == 422 and "status.allocation: Invalid value" in r.json()["message"], r.text
+
+
+async def test_a_resize_to_the_same_quantities_is_no_new_generation(http: httpx.AsyncClient) -> None:
+    # the pod strategy's updatePodGeneration compares the specs with Semantic.DeepEqual
+    pods = "/api/v1/namespaces/default/pods"
+    r = await http.post(pods, json={"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m", "memory": "1e9"}}}]}})
+    assert r.status_code == 201, r.text
+    assert r.json()["metadata"]["generation"] == 1
+    requests: dict[str, Any] = {"cpu": "0.1", "memory": 1000000000}
+    patch = {"spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]}}
+    r = await http.patch(f"{pods}/p/resize", headers=STRATEGIC, content=json.dumps(patch))
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["generation"] == 1  # the same spec
+    requests["cpu"] = "200m"
+    r = await http.patch(f"{pods}/p/resize", headers=STRATEGIC, content=json.dumps(patch))
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["generation"] == 2  # another cpu request is a new one
