@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from controlplane.client import Client
-from tests.front_socket import front_on_socket
+from tests.api.test_bad_input_http import Served, served
+from tests.api.test_bad_input_http import assert_status as status
+
+__all__ = ["served"]  # the fixture, imported for the tests below
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -39,23 +37,6 @@ JSON_PATCH = {"Content-Type": "application/json-patch+json"}
 APPLY = {"Content-Type": "application/apply-patch+yaml"}
 
 
-@dataclass
-class Served:
-    http: httpx.AsyncClient  # over the socket
-    client: Client  # in process, for seeding
-
-
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    async with front_on_socket(tmp_path) as (port, c), \
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-        yield Served(http, c)
-
-
-def status(r: httpx.Response, code: int, reason: str) -> dict[str, Any]:
-    body: dict[str, Any] = r.json()
-    assert (r.status_code, body["kind"], body["code"], body.get("reason")) == (code, "Status", code, reason), body
-    return body
 
 
 def deployment(replicas: str = "1") -> bytes:
