@@ -140,8 +140,8 @@ class GangScheduling:
             g = self.manager.groups[pod.group_key]
             if g.policy is not None and g.policy.gang and (siblings or g.policy.min_count == 1):
                 PODGROUP_SCHEDULE_ATTEMPTS.labels(result="scheduled").inc()
-                self._report(pod.group_key, "True", "Scheduled",
-                             f"{len(g.bound)} pods scheduled (minCount {g.policy.min_count})")
+                # upstream's message is the group result's, empty on success (schedule_one_podgroup.go)
+                self._report(pod.group_key, "True", "Scheduled", "")
             return None, 0.0
         g = self.manager.groups[pod.group_key]
         return Status(Code.WAIT, "waiting for the gang's quorum", plugin=NAME), max(0.0, g.deadline - now)
