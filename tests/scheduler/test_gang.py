@@ -202,3 +202,23 @@ def test_a_restarted_scheduler_keeps_the_stored_initially_scheduled_condition() 
     gang.manager.set_podgroup(podgroup("pg", 2))
     gang.on_member_failed(PodInfo(pod("a", group="pg")), "0/1 nodes are available: 1 Insufficient cpu.")
     assert _condition(gang)["status"] == "False" and len(h.spawned) == 1
+
+
+def test_a_new_failure_message_rewrites_the_false_condition() -> None:
+    # upstream's updatePodGroupCondition writes whenever apimeta.SetStatusCondition changes
+    # the condition: a new message with the same reason is written, the same one is not
+    h, profile = build([node("n1", cpu="8")])
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("pg", 2))
+    a = PodInfo(pod("a", group="pg"))
+    gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient cpu.")
+    first = _condition(gang)
+    assert len(h.spawned) == 1
+    gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient cpu.")
+    assert len(h.spawned) == 1
+    gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient memory.")
+    cond = _condition(gang)
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False", "Unschedulable", "0/1 nodes are available: 1 Insufficient memory.")
+    assert cond["lastTransitionTime"] == first["lastTransitionTime"] and len(h.spawned) == 2

@@ -271,14 +271,17 @@ class GangScheduling:
             return
         conditions = list((g.podgroup.get("status") or {}).get("conditions") or ())
         prior = next((c for c in conditions if c.get("type") == CONDITION), None)
-        if prior is not None and prior.get("status") == status and prior.get("reason") == reason:
+        generation = (g.podgroup.get("metadata") or {}).get("generation")
+        # written when anything changes, as apimeta.SetStatusCondition reports: the status, the
+        # reason, the message (a new failure's words) or the generation observed
+        if prior is not None and (prior.get("status"), prior.get("reason"), prior.get("message") or "",
+                                  prior.get("observedGeneration") or 0) == (status, reason, message, generation or 0):
             return
         ns, _, name = group_key.partition("/")
         cond = {"type": CONDITION, "status": status, "reason": reason, "message": message,
                 "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))}
         if prior is not None and prior.get("status") == status and prior.get("lastTransitionTime"):
             cond["lastTransitionTime"] = prior["lastTransitionTime"]  # as apimeta.SetStatusCondition
-        generation = (g.podgroup.get("metadata") or {}).get("generation")
         if generation:  # a PodGroup has none upstream (its strategy sets none): Go omits the 0
             cond["observedGeneration"] = generation
         # the group's other conditions (DisruptionTarget, a controller's own) are kept
