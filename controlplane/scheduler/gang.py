@@ -179,16 +179,17 @@ class GangManager:
     # ---------------------------------------------------------------- the cycle
 
     def pre_enqueue(self, group_key: str) -> str | None:
-        """None if the member may be queued, else why not (upstream-style message)."""
+        """None if the member may be queued, else why not: upstream's words
+        (gangscheduling.go, PreEnqueue) for a missing PodGroup and a missing quorum. Upstream
+        logs them; it writes no event or condition for a pod held at PreEnqueue."""
         g = self.groups.get(group_key)
         name = group_key.partition("/")[2]
         if g is None or g.podgroup is None:
-            return f'waiting for PodGroup "{name}" to be created'
-        if g.policy is None:
+            return f'waiting for pod\'s pod group "{name}" to appear in scheduling queue'
+        if g.policy is None:  # this project's own wait (the 1.36 template reference)
             return f'waiting for the Workload of PodGroup "{name}" to be created'
         if g.policy.gang and len(g.members) < g.policy.min_count:
-            return (f"waiting for minCount pods of PodGroup \"{name}\": "
-                    f"{len(g.members)} of {g.policy.min_count} observed")
+            return "waiting for minCount pods from a gang to appear in scheduling queue"
         return None
 
     def set_domain(self, group_key: str, domain: str | None, nodes: frozenset[str]) -> None:

@@ -37,12 +37,12 @@ def test_policy_from_the_earlier_template_reference_shape() -> None:
 
 def test_pre_enqueue_waits_for_the_podgroup_and_min_count_members() -> None:
     m = GangManager()
-    assert m.pre_enqueue("default/pg") == 'waiting for PodGroup "pg" to be created'
+    # upstream's words (gangscheduling.go, PreEnqueue)
+    assert m.pre_enqueue("default/pg") == 'waiting for pod\'s pod group "pg" to appear in scheduling queue'
     m.set_podgroup(podgroup("pg", 3))
     m.observe_pod("default/pg", "default/a", None)
     m.observe_pod("default/pg", "default/b", None)
-    why = m.pre_enqueue("default/pg")
-    assert why is not None and "2 of 3" in why
+    assert m.pre_enqueue("default/pg") == "waiting for minCount pods from a gang to appear in scheduling queue"
     m.observe_pod("default/pg", "default/c", None)
     assert m.pre_enqueue("default/pg") is None
 
