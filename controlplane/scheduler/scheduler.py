@@ -557,8 +557,8 @@ class Scheduler:
                     message = f"{message} preemption: {s.message}"
         status = fit.pre_filter or Status(Code.UNSCHEDULABLE, message, plugin="")
         if pod.group and self.gang is not None:
-            self.gang.on_member_failed(pod, message, error=status.code == Code.ERROR)
-            self._park_siblings(pod, message)
+            sibling_message = self.gang.on_member_failed(pod, message, error=status.code == Code.ERROR)
+            self._park_siblings(pod, sibling_message)
         SCHEDULER_SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
         if self._gone(pod):
             return
@@ -571,7 +571,7 @@ class Scheduler:
         ``Preemption is not helpful for scheduling`` on each node the rejection is unresolvable for."""
         return dict.fromkeys(self.cache.nodes, status)
 
-    def _park_siblings(self, pod: PodInfo, message: str) -> None:
+    def _park_siblings(self, pod: PodInfo, sibling_message: str) -> None:
         """``pod``'s failure failed its gang's attempt: the members still queued are parked
         with it, and each gets the failure report a cycle of its own would have written (a
         FailedScheduling event, ``PodScheduled=False`` when it changes), as upstream runs
@@ -579,7 +579,6 @@ class Scheduler:
         the pods so marked. Members waiting at Permit are rejected and report themselves."""
         if self.gang is None or not self.gang.in_gang(pod):
             return
-        sibling_message = rejected_with_group(pod.group, message)
         for sibling in self.queue.park_group(pod.group_key, "GangScheduling"):
             self._report_failure(sibling, sibling_message, "")
 
@@ -649,7 +648,7 @@ class Scheduler:
             if verdict is not None:
                 self._unreserve(state, pod, node)
                 if pod.group:
-                    self._park_siblings(pod, verdict.message)
+                    self._park_siblings(pod, rejected_with_group(pod.group, verdict.message))
                 self._failed(pod, verdict, cycle, verdict.message)
                 return
         # (a PreBind that waits for a controller gives its slot up meanwhile: BindSlot)

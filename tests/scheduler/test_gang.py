@@ -211,6 +211,8 @@ def test_a_new_failure_message_rewrites_the_false_condition() -> None:
     gang = profile.get("GangScheduling")
     assert isinstance(gang, GangScheduling)
     gang.manager.set_podgroup(podgroup("pg", 2))
+    for name in ("a", "b", "c"):  # three members for a minCount of 2: one failure leaves enough
+        gang.manager.observe_pod("default/pg", f"default/{name}", None)
     a = PodInfo(pod("a", group="pg"))
     gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient cpu.")
     first = _condition(gang)
@@ -222,3 +224,23 @@ def test_a_new_failure_message_rewrites_the_false_condition() -> None:
     assert (cond["status"], cond["reason"], cond["message"]) == (
         "False", "Unschedulable", "0/1 nodes are available: 1 Insufficient memory.")
     assert cond["lastTransitionTime"] == first["lastTransitionTime"] and len(h.spawned) == 2
+
+
+def test_the_first_member_failing_tells_the_others_min_count_cannot_be_met() -> None:
+    _h, profile = build([node("n1", cpu="8")])
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("pg", 3))
+    for name in ("a", "b", "c"):
+        gang.manager.observe_pod("default/pg", f"default/{name}", None)
+    sibling = gang.on_member_failed(PodInfo(pod("a", group="pg")), "0/1 nodes are available: 1 Insufficient cpu.")
+    assert sibling == "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"
+    assert _condition(gang)["message"] == sibling
+    # an error of the scheduler's own keeps its words (upstream: SchedulerError, the error)
+    gang.manager.remove_podgroup("default/pg")
+    gang.manager.set_podgroup(podgroup("pg", 3))
+    for name in ("a", "b", "c"):
+        gang.manager.observe_pod("default/pg", f"default/{name}", None)
+    sibling = gang.on_member_failed(PodInfo(pod("a", group="pg")), "boom", error=True)
+    assert sibling == 'rejected with the rest of PodGroup "pg": boom'
+    assert (_condition(gang)["reason"], _condition(gang)["message"]) == ("SchedulerError", "boom")

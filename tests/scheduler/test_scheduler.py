@@ -243,6 +243,40 @@ async def test_gang_larger_than_capacity_binds_nothing_until_capacity_is_added(c
     await cluster.until(scheduled)
 
 
+async def test_a_gang_short_of_min_count_says_upstreams_words(cluster: Cluster) -> None:
+    # 4 of 6 members fit; the fifth finds no node, leaving 4 placed and 1 to try: upstream's
+    # pod group cycle stops there (gangscheduling.go PlacementFeasible, schedule_one_podgroup.go)
+    await cluster.nodes(node("n1", cpu="2"), node("n2", cpu="2"))
+    await cluster.c.create(PODGROUPS, podgroup("train", 6))
+    names = [f"w{i}" for i in range(6)]
+    await cluster.pods(*(pod(n, cpu="1", group="train") for n in names))
+    words = "minCount (6) cannot be satisfied: 4 scheduled, 1 remaining"
+
+    async def messages() -> list[str]:
+        out = []
+        for n in names:
+            conds = (await cluster.get(n))["status"].get("conditions") or ()
+            out += [str(c["message"]) for c in conds if c["type"] == "PodScheduled" and c["status"] == "False"]
+        return sorted(out)
+
+    await cluster.until(lambda: _all_six(messages))
+    got = await messages()
+    assert got.count(f"pod group is unschedulable, {words}") == 4  # the placed members
+    assert got.count(words) == 1  # the member not tried
+    (own,) = [m for m in got if m.startswith("0/2 nodes are available")]  # the failing member's own
+    pg = await cluster.c.get(f"{PODGROUPS}/train")
+    (cond,) = pg["status"]["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
+        "PodGroupInitiallyScheduled", "False", "Unschedulable", words)
+    events = (await cluster.c.list("/api/v1/namespaces/default/events"))["items"]
+    notes = {e.get("message") or e.get("note") for e in events if e["reason"] == "FailedScheduling"}
+    assert {f"pod group is unschedulable, {words}", words, own} <= notes
+
+
+async def _all_six(messages: Any) -> bool:
+    return len(await messages()) == 6
+
+
 async def test_gang_waits_for_its_podgroup_and_min_count(cluster: Cluster) -> None:
     await cluster.nodes(node("n1", cpu="8"))
     await cluster.pods(pod("a", group="g"), pod("b", group="g"))

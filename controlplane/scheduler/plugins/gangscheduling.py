@@ -28,7 +28,8 @@ from ..nodeinfo import NodeInfo, PodInfo
 if TYPE_CHECKING:
     from ..profile import Profile
 
-__all__ = ["GangScheduling", "placement_score", "placements_to_score", "rejected_with_group"]
+__all__ = ["GROUP_UNSCHEDULABLE", "GangScheduling", "min_count_unsatisfiable", "placement_score", "placements_to_score",
+           "rejected_with_group"]
 
 NAME = "GangScheduling"
 CONDITION = INITIALLY_SCHEDULED
@@ -37,11 +38,27 @@ PERMIT_TIMEOUT = 300.0
 log = logging.getLogger("controlplane.scheduler")
 
 
+# upstream's errPodGroupUnschedulable (schedule_one_podgroup.go): a member that was placed in
+# a group that could not be, says it before the group's reason
+GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+
+
 def rejected_with_group(group: str, message: str) -> str:
     """What a member hears when its group's attempt fails, whichever member failed it
-    (said once: a message that already says so is kept as it is)."""
+    (said once: a message that already says so is kept as it is). A placed member of a gang
+    whose ``minCount`` cannot be met any more hears upstream's ``pod group is unschedulable,
+    <the group's reason>``; its unplaced siblings hear the group's reason alone, as upstream
+    gives the pods its cycle did not reach the group's status."""
+    if message.startswith(GROUP_UNSCHEDULABLE + ", "):
+        return message[len(GROUP_UNSCHEDULABLE) + 2:]
     prefix = f'rejected with the rest of PodGroup "{group}": '
     return message if message.startswith(prefix) else prefix + message
+
+
+def min_count_unsatisfiable(min_count: int, scheduled: int, remaining: int) -> str:
+    """Upstream's words (gangscheduling.go, PlacementFeasible) when the gang's placed members
+    and those still to try cannot reach ``minCount``."""
+    return f"minCount ({min_count}) cannot be satisfied: {scheduled} scheduled, {remaining} remaining"
 
 
 def placements_to_score(placements: int, nodes: int, percentage: int = 0) -> int:
@@ -161,21 +178,44 @@ class GangScheduling:
         g = self.manager.groups.get(pod.group_key) if pod.group else None
         return g is not None and g.policy is not None and g.policy.gang
 
-    def on_member_failed(self, pod: PodInfo, message: str, error: bool = False) -> None:
+    def on_member_failed(self, pod: PodInfo, message: str, error: bool = False) -> str:
         """The scheduler's hook: a member's cycle failed before Reserve (no node fits, or
-        an ``error`` of the scheduler's own)."""
-        if pod.group:
-            self._fail_group(pod, message, count=True, reason="SchedulerError" if error else "Unschedulable")
+        an ``error`` of the scheduler's own). Returns what the group's unplaced members hear.
 
-    def _fail_group(self, pod: PodInfo, message: str, count: bool, reason: str = "Unschedulable") -> None:
+        When the placed members and the unplaced others can no longer reach ``minCount``,
+        the words are upstream's (its pod group cycle stops there): the PodGroup's condition
+        and the unplaced members get ``minCount (m) cannot be satisfied: s scheduled, r
+        remaining``, the placed (waiting) members ``pod group is unschedulable, `` before it,
+        and the failing member keeps its own message."""
+        words = None if error else self._unsatisfiable(pod)
+        if words is None:
+            if pod.group:
+                self._fail_group(pod, message, count=True, reason="SchedulerError" if error else "Unschedulable")
+            return rejected_with_group(pod.group, message)
+        self._fail_group(pod, f"{GROUP_UNSCHEDULABLE}, {words}", count=True, condition_message=words)
+        return words
+
+    def _unsatisfiable(self, pod: PodInfo) -> str | None:
+        g = self.manager.groups.get(pod.group_key) if pod.group else None
+        if g is None or g.policy is None or not g.policy.gang:
+            return None
+        placed = g.bound | set(g.waiting)
+        remaining = len(g.members - placed - {pod.key})
+        if len(placed) + remaining >= g.policy.min_count:
+            return None  # upstream would go on with the others; here the attempt fails (docs)
+        return min_count_unsatisfiable(g.policy.min_count, len(placed), remaining)
+
+    def _fail_group(self, pod: PodInfo, message: str, count: bool, reason: str = "Unschedulable",
+                    condition_message: str | None = None) -> None:
         if not self.in_gang(pod):
             return
         rejected = self.manager.fail(pod.group_key)
         for key in rejected:
-            self.handle.reject(key, NAME, rejected_with_group(pod.group, message))
+            self.handle.reject(key, NAME, message if message.startswith(GROUP_UNSCHEDULABLE + ", ")
+                               else rejected_with_group(pod.group, message))
         if count or rejected:
             PODGROUP_SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
-            self._report(pod.group_key, "False", reason, message)
+            self._report(pod.group_key, "False", reason, message if condition_message is None else condition_message)
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [
