@@ -3,7 +3,8 @@
 As upstream's plugin, at create: a pod whose ``runtimeClassName`` names no RuntimeClass
 is refused (403 ``pod rejected: RuntimeClass "x" not found``); the class's
 ``overhead.podFixed`` becomes the pod's ``spec.overhead`` (a pod that states another
-is refused); its ``scheduling.nodeSelector`` is merged into the pod's (a conflicting
+is refused, as is a pod that states one when it names no class or a class without an
+overhead); its ``scheduling.nodeSelector`` is merged into the pod's (a conflicting
 value is refused) and its ``scheduling.tolerations`` are added. The scheduler counts
 the overhead (``scheduler/nodeinfo.py``). RuntimeClasses are memoised per watch-cache
 generation, as the quotas.
@@ -37,21 +38,26 @@ class RuntimeClassAdmission:
 
     async def admit(self, pod: Obj) -> None:
         spec = pod.get("spec")
-        if not isinstance(spec, dict) or not spec.get("runtimeClassName"):
+        if not isinstance(spec, dict):
             return
-        wanted = spec["runtimeClassName"]
         name = (pod.get("metadata") or {}).get("name") or (pod.get("metadata") or {}).get("generateName", "")
-        rc = next((c for c in await self.classes.of("") if (c.get("metadata") or {}).get("name") == wanted), None)
-        if rc is None:
-            raise _refused(name, f'RuntimeClass "{wanted}" not found')
-        fixed = (rc.get("overhead") or {}).get("podFixed")
-        if fixed:
+        rc = None
+        if spec.get("runtimeClassName"):
+            wanted = spec["runtimeClassName"]
+            rc = next((c for c in await self.classes.of("") if (c.get("metadata") or {}).get("name") == wanted),
+                      None)
+            if rc is None:
+                raise _refused(name, f'RuntimeClass "{wanted}" not found')
+        overhead = rc.get("overhead") if rc is not None else None
+        if isinstance(overhead, dict):
+            fixed = overhead.get("podFixed") or {}
             # (compared as Go values, as upstream's Semantic.DeepEqual: a quantity by its value)
             if spec.get("overhead") and spec["overhead"] != fixed and not same_once_stored(
                     spec["overhead"], fixed, shape_at(shape_of("", "v1", "Pod"), "spec", "overhead")):
                 raise _refused(name, "Pod's Overhead doesn't match RuntimeClass's defined Overhead")
-            spec["overhead"] = dict(fixed)
-        scheduling = rc.get("scheduling") or {}
+            if fixed:
+                spec["overhead"] = dict(fixed)
+        scheduling = (rc.get("scheduling") if rc is not None else None) or {}
         selector = scheduling.get("nodeSelector") or {}
         if selector:
             mine = spec.setdefault("nodeSelector", {})
@@ -66,3 +72,7 @@ class RuntimeClassAdmission:
             for toleration in extra:
                 if toleration not in tolerations:
                     tolerations.append(toleration)
+        if not isinstance(overhead, dict) and spec.get("overhead"):
+            # (upstream's validating half, validateOverhead: an overhead comes only from a class
+            # that defines one, whether the pod names no class or one without an overhead)
+            raise _refused(name, "Pod Overhead set without corresponding RuntimeClass defined Overhead")

@@ -6,6 +6,7 @@ standing in for the requests it leaves out (SetDefaults_Pod)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -230,5 +231,46 @@ def test_the_official_client_sees_pod_level_resources_limited_and_defaulted(serv
             "limits": {"cpu": "800m", "memory": "1Gi"}}}})
         assert resized.spec.resources.requests == {"cpu": "100m", "memory": "1Gi"}
         assert resized.spec.resources.limits == {"cpu": "800m", "memory": "1Gi"}
+    finally:
+        api.close()
+
+
+def test_a_pod_stating_an_overhead_needs_a_runtime_class_that_defines_one(served: Serve) -> None:
+    """Upstream's RuntimeClass plugin (validateOverhead) refuses a pod whose spec.overhead no
+    class gave: naming no class, or a class without an overhead, 403 in its words; the class's
+    scheduling is still merged first, and a pod stating none is admitted."""
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    api = config.new_client_from_config(config_file=str(served.kubeconfig))  # type: ignore[no-untyped-call]
+    try:
+        core, node = k8s.CoreV1Api(api), k8s.NodeV1Api(api)
+        namespace: Any = {"metadata": {"name": "overhead"}}
+        core.create_namespace(namespace)  # (no LimitRange of the test above)
+        plain: Any = {"metadata": {"name": "plain"}, "handler": "runc",
+                      "scheduling": {"nodeSelector": {"runtime": "runc"}}}
+        node.create_runtime_class(plain)
+        while not node.list_runtime_class(resource_version="0").items:  # admission reads the watch cache
+            time.sleep(0.01)
+
+        def body(name: str, **spec: Any) -> Any:
+            return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                    "spec": {**spec, "containers": [{"name": "c", "image": "busybox"}]}}
+
+        for name, spec in (("bare", {}), ("classed", {"runtimeClassName": "plain"})):
+            with pytest.raises(k8s.ApiException) as e:
+                core.create_namespaced_pod("overhead", body(name, overhead={"cpu": "10m"}, **spec))
+            status = orjson.loads(e.value.body or b"{}")
+            assert (e.value.status, status["reason"]) == (403, "Forbidden")
+            assert status["message"] == (f'pods "{name}" is forbidden: pod rejected: Pod Overhead set without '
+                                         "corresponding RuntimeClass defined Overhead")
+        # the scheduling conflict is the mutating half's, found first
+        with pytest.raises(k8s.ApiException) as e:
+            core.create_namespaced_pod("overhead", body("clash", runtimeClassName="plain", overhead={"cpu": "10m"},
+                                                       nodeSelector={"runtime": "kata"}))
+        message = orjson.loads(e.value.body or b"{}")["message"]
+        assert "conflict: runtimeClass.scheduling.nodeSelector[runtime]" in message
+        created: Any = core.create_namespaced_pod("overhead", body("fine", runtimeClassName="plain", overhead={}))
+        assert created.spec.overhead is None and created.spec.node_selector == {"runtime": "runc"}
     finally:
         api.close()
