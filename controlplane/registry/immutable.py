@@ -262,13 +262,15 @@ def _job_update_causes(spec: Obj, old_spec: Obj, old: Obj) -> Causes:
 
 # ValidateJobSpecUpdate's immutable fields besides the selector, template and completions
 _JOB_FIXED = ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy")
-_SCHEDULING = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
+_SCHEDULING = ("nodeSelector", "tolerations", "schedulingGates")
 
 
 def _same_but_scheduling(template: Any, was: Any, shape: Shape | None) -> bool:
     """Whether two pod templates differ at most in what a suspended Job may change: its
-    scheduling directives and its containers' resource requests and limits. The rest is
-    compared as Go values (``shape``: a PodTemplateSpec's), as upstream's
+    scheduling directives (labels, annotations, node selector, tolerations, scheduling gates
+    and, of its affinity, only the node affinity: a pod (anti-)affinity stays, as upstream's
+    ``validatePodTemplateUpdate``) and its containers' resource requests and limits. The rest
+    is compared as Go values (``shape``: a PodTemplateSpec's), as upstream's
     ``ValidateImmutableField`` does with ``Semantic.DeepEqual``: a quantity by its value."""
     if not isinstance(template, dict) or not isinstance(was, dict):
         return False
@@ -279,6 +281,11 @@ def _same_but_scheduling(template: Any, was: Any, shape: Shape | None) -> bool:
         pod: Obj = spec if isinstance(spec, dict) else {}
         for k in _SCHEDULING:
             pod.pop(k, None)
+        affinity = pod.get("affinity")
+        if isinstance(affinity, dict):
+            affinity.pop("nodeAffinity", None)
+        if not affinity:  # (an affinity of a node affinity alone may come or go)
+            pod.pop("affinity", None)
         for key in ("containers", "initContainers"):
             for c in pod.get(key) or ():
                 resources = c.get("resources") if isinstance(c, dict) else None

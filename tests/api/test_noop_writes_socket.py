@@ -265,6 +265,37 @@ async def test_a_suspended_jobs_scheduling_change_keeps_its_quantities_by_value(
     assert "spec.template: Invalid value" in r.json()["message"]
 
 
+async def test_a_suspended_jobs_affinity_may_change_only_its_node_affinity(http: httpx.AsyncClient) -> None:
+    # upstream's validatePodTemplateUpdate lets a suspended Job's template change its node affinity
+    # (added, changed, dropped with an affinity that held nothing else) but not a pod
+    # (anti-)affinity: that is 422 spec.template: field is immutable
+    jobs = "/apis/batch/v1/namespaces/default/jobs"
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "pause"}]}}
+    r = await http.post(jobs, json={"metadata": {"name": "s"}, "spec": {"suspend": True, "template": template}})
+    assert r.status_code == 201, r.text
+    node = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}
+    anti = {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}
+
+    async def affinity(value: Any) -> httpx.Response:
+        patch = {"spec": {"template": {"spec": {"affinity": value}}}}
+        return await http.patch(f"{jobs}/s", headers=MERGE, content=json.dumps(patch))
+
+    r = await affinity({"nodeAffinity": node})
+    assert r.status_code == 200, r.text
+    assert r.json()["spec"]["template"]["spec"]["affinity"] == {"nodeAffinity": node}
+    r = await affinity(None)  # an affinity of a node affinity alone may go
+    assert r.status_code == 200 and "affinity" not in r.json()["spec"]["template"]["spec"], r.text
+    for value in ({"podAntiAffinity": anti}, {"nodeAffinity": node, "podAffinity": anti}):
+        r = await affinity(value)
+        assert r.status_code == 422, r.text
+        status = r.json()
+        assert status["reason"] == "Invalid" and status["details"]["causes"][0]["field"] == "spec.template"
+        assert "spec.template: Invalid value: " in status["message"]
+        assert status["message"].endswith(": field is immutable")
+
+
 async def test_a_resize_resending_a_quantity_in_another_format_changes_nothing_else(http: httpx.AsyncClient) -> None:
     # ValidatePodResize compares each container, its cpu and memory aside, with Semantic.DeepEqual:
     # an ephemeral-storage stored 1e9 and resent as the number 1000000000 (stored 1G) is the same
