@@ -391,8 +391,9 @@ def _go_json_error(data: bytes) -> str:
 def unselective(match: Filter, namespace: str | None) -> bool:
     """No selector beyond the URL's namespace (which the key range already applies): a page
     of such a list carries ``remainingItemCount``, as upstream's when its predicate is
-    ``Empty()``; a selector's count would include objects it filters out, so upstream gives none."""
-    return match.labels.empty and all(
+    ``Empty()``; a selector's count would include objects it filters out, so upstream gives none,
+    even for a field selector that only says the URL's namespace again (``Filter.selective``)."""
+    return not match.selective and match.labels.empty and all(
         (name, equal, value) == ("metadata.namespace", True, namespace) for name, equal, value in match.terms)
 
 

@@ -104,6 +104,10 @@ class Filter:
     # when every label requirement is ``key=value`` (or ``key in (value)``): those pairs,
     # looked up in an object's label pairs as they are, without making them a dict
     label_pairs: tuple[tuple[str, str], ...] | None = None
+    # whether the request itself gave a label or field selector (not the URL's namespace, which
+    # ``terms`` holds as well): upstream's predicate then is not ``Empty()``, even when the field
+    # selector says the URL's namespace again, and a page carries no ``remainingItemCount``
+    selective: bool = field(default=False, compare=False)
     # derived once (``matches`` runs for every event and every watcher): each term as
     # (position, value, equal), whether there is no label requirement, and ``everything``
     _checks: tuple[tuple[int, str, bool], ...] = field(init=False, repr=False, compare=False)
@@ -140,7 +144,8 @@ class Filter:
         pairs = tuple((r.key, next(iter(r.values))) for r in labels.requirements
                       if r.op in ("=", "in") and len(r.values) == 1)
         return Filter(labels, tuple(terms), tuple(order.index(name) for name, _, _ in terms),
-                      pairs if pairs and len(pairs) == len(labels.requirements) else None)
+                      pairs if pairs and len(pairs) == len(labels.requirements) else None,
+                      selective=bool(fields.terms) or not labels.empty)
 
     @property
     def everything(self) -> bool:

@@ -99,7 +99,9 @@ async def test_exact_list_pages_read_from_the_store_count_what_remains(tmp_path:
         assert len(listed) == 5 and store_reads() - before == 5  # every page from the store
         check_counts(listed, 23, rv)
         # a selector's count would include what it filters out: upstream sets none
-        for selector in ({"labelSelector": "all=yes"}, {"fieldSelector": "metadata.name!=zz"}):
+        # (the URL's namespace said again as a field selector too: the predicate is not Empty())
+        for selector in ({"labelSelector": "all=yes"}, {"fieldSelector": "metadata.name!=zz"},
+                         {"fieldSelector": f"metadata.namespace={path.split('/')[4]}"}):
             r = await c.get(path, params={**params, **selector, "limit": "5"})
             filtered = await pages(c, path, r.json(), **selector)
             assert len(filtered) == 5 and all("remainingItemCount" not in p["metadata"] for p in filtered)
@@ -122,3 +124,20 @@ async def test_continue_pages_whose_snapshot_is_gone_count_what_remains(tmp_path
         listed = await pages(c, path, first)
         assert len(listed) == 5 and store_reads() - before == 4
         check_counts(listed, 23, rv)
+
+
+async def test_cache_pages_selecting_the_urls_namespace_count_nothing(tmp_path: Path, store_url: str) -> None:
+    """A page the watch cache serves: counted without a selector, but not with a field
+    selector that names the URL's namespace (upstream's predicate is not ``Empty()`` then)."""
+    async with server(tmp_path, store_url, "lazy") as c:
+        path = await seed(c, 12)
+        before = store_reads()
+        plain = (await c.get(path, params={"limit": "5"})).json()["metadata"]
+        assert plain["remainingItemCount"] == 7
+        selector = {"fieldSelector": f"metadata.namespace={path.split('/')[4]}"}
+        r = await c.get(path, params={**selector, "limit": "5"})
+        assert r.status_code == 200, r.text
+        listed = await pages(c, path, r.json(), **selector)
+        assert store_reads() == before  # every page from the cache
+        assert [len(p["items"]) for p in listed] == [5, 5, 2]
+        assert all("remainingItemCount" not in p["metadata"] for p in listed)
