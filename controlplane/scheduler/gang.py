@@ -18,10 +18,12 @@ The life of a gang of ``minCount`` N:
    it and waits at Permit (``permit`` returns ``WAIT``), holding the reservation.
 3. The member that brings the reserved-or-bound count to N allows every waiting
    sibling (``permit`` returns their keys): all bind together.
-4. A member that fails its cycle fails the group: every waiting sibling is
-   rejected (``fail``), reservations released, and the group retried as a whole.
-   So is a group whose waiting members are not joined by the rest within the
-   timeout (``expired``).
+4. A member that fails its cycle while the placed members and those still to
+   try can reach N fails alone (``failed_alone``): the others go on, as
+   upstream's pod group cycle does. Once they cannot, the group fails: every
+   waiting sibling is rejected (``fail``), reservations released, and the group
+   retried as a whole. So is a group whose waiting members are not joined by the
+   rest within the timeout (``expired``).
 
 ``basic`` groups skip 2-4's quorum: each member binds as soon as it is placed.
 
@@ -101,6 +103,7 @@ class GroupState:
     members: set[str] = field(default_factory=set)  # observed pods of the group, not terminal
     bound: set[str] = field(default_factory=set)  # members with a node (bound, or allowed and binding)
     waiting: dict[str, str] = field(default_factory=dict)  # member key -> reserved node, waiting at Permit
+    failed: set[str] = field(default_factory=set)  # members that failed alone in the attempt under way
     deadline: float = 0.0  # when the first waiting member gives up
     domain: str | None = None  # chosen topology domain (value of policy.topology_key)
     domain_nodes: frozenset[str] = frozenset()
@@ -175,6 +178,7 @@ class GangManager:
         g.members.discard(pod_key)
         g.bound.discard(pod_key)
         g.waiting.pop(pod_key, None)
+        g.failed.discard(pod_key)
 
     # ---------------------------------------------------------------- the cycle
 
@@ -210,7 +214,13 @@ class GangManager:
         siblings = [k for k in g.waiting if k != pod_key]
         g.bound.update(g.waiting)
         g.waiting.clear()
+        g.failed.clear()  # the attempt is over: the members that failed in it are retried alone
         return True, siblings
+
+    def failed_alone(self, group_key: str, pod_key: str) -> None:
+        """A member found no node, but the group's attempt goes on without it: it is not
+        counted among the members still to try until the attempt ends."""
+        self.group(group_key).failed.add(pod_key)
 
     def fail(self, group_key: str) -> list[str]:
         """A member failed: the group gives up this attempt. Returns the waiting members to
@@ -220,6 +230,7 @@ class GangManager:
             return []
         rejected = list(g.waiting)
         g.waiting.clear()
+        g.failed.clear()
         g.domain, g.domain_nodes = None, frozenset()
         return rejected
 

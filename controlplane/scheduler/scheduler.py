@@ -557,8 +557,12 @@ class Scheduler:
                     message = f"{message} preemption: {s.message}"
         status = fit.pre_filter or Status(Code.UNSCHEDULABLE, message, plugin="")
         if pod.group and self.gang is not None:
-            sibling_message = self.gang.on_member_failed(pod, message, error=status.code == Code.ERROR)
-            self._park_siblings(pod, sibling_message)
+            q = self.queue
+            untried = [p.key for p in q.group_members(pod.group_key) if q.where(p.key) in ("active", "backoff")]
+            sibling_message = self.gang.on_member_failed(pod, message, error=status.code == Code.ERROR,
+                                                         untried=untried)
+            if sibling_message is not None:  # None: the member fails alone, its group's attempt goes on
+                self._park_siblings(pod, sibling_message)
         SCHEDULER_SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
         if self._gone(pod):
             return

@@ -211,19 +211,57 @@ def test_a_new_failure_message_rewrites_the_false_condition() -> None:
     gang = profile.get("GangScheduling")
     assert isinstance(gang, GangScheduling)
     gang.manager.set_podgroup(podgroup("pg", 2))
-    for name in ("a", "b", "c"):  # three members for a minCount of 2: one failure leaves enough
+    for name in ("a", "b"):
         gang.manager.observe_pod("default/pg", f"default/{name}", None)
-    a = PodInfo(pod("a", group="pg"))
+    a, b = (PodInfo(pod(n, group="pg")) for n in ("a", "b"))
     gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient cpu.")
     first = _condition(gang)
+    assert first["message"] == "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
     assert len(h.spawned) == 1
     gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient cpu.")
     assert len(h.spawned) == 1
-    gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient memory.")
+    assert gang.permit(CycleState(), b, "n1")[0] is not None  # b placed, waiting for a
+    gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient cpu.")
     cond = _condition(gang)
     assert (cond["status"], cond["reason"], cond["message"]) == (
-        "False", "Unschedulable", "0/1 nodes are available: 1 Insufficient memory.")
+        "False", "Unschedulable", "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining")
     assert cond["lastTransitionTime"] == first["lastTransitionTime"] and len(h.spawned) == 2
+    assert h.rejected == [("default/b", "pod group is unschedulable, " + str(cond["message"]))]
+
+
+def test_a_member_fails_alone_while_the_others_can_still_make_min_count() -> None:
+    # upstream's pod group cycle goes on past a member that finds no node (schedule_one_podgroup.go)
+    # while PlacementFeasible still allows minCount: the member's failure is its own
+    h, profile = build([node("n1", cpu="8")])
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("pg", 2))
+    for name in ("a", "b", "c"):
+        gang.manager.observe_pod("default/pg", f"default/{name}", None)
+    a, b, c = (PodInfo(pod(n, group="pg")) for n in ("a", "b", "c"))
+    assert gang.permit(CycleState(), a, "n1")[0] is not None  # a waits
+    assert gang.on_member_failed(b, "0/1 nodes are available: 1 Insufficient cpu.") is None
+    assert not h.rejected and not h.spawned  # a still waits; no condition yet
+    assert gang.manager.groups["default/pg"].failed == {"default/b"}
+    assert gang.permit(CycleState(), c, "n1")[0] is None  # c completes the quorum without b
+    assert h.allowed == ["default/a"] and not gang.manager.groups["default/pg"].failed
+    assert _condition(gang)["status"] == "True"
+    # b retried later: the group is placed, its failure stays its own
+    assert gang.on_member_failed(b, "0/1 nodes are available: 1 Insufficient cpu.") is None
+
+    # the scheduler says which members are still to try in the attempt: none left, b's failure
+    # leaves a alone short of minCount
+    h, profile = build([node("n1", cpu="8")])
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("pg", 2))
+    for name in ("a", "b", "c"):
+        gang.manager.observe_pod("default/pg", f"default/{name}", None)
+    assert gang.permit(CycleState(), a, "n1")[0] is not None
+    words = gang.on_member_failed(b, "0/1 nodes are available: 1 Insufficient cpu.", untried=[])
+    assert words == "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining"
+    assert h.rejected == [("default/a", f"pod group is unschedulable, {words}")]
+    assert _condition(gang)["message"] == words
 
 
 def test_the_first_member_failing_tells_the_others_min_count_cannot_be_met() -> None:

@@ -404,3 +404,92 @@ async def test_every_member_of_a_failed_gang_is_marked_unschedulable(cluster: Cl
     await cluster.until(lambda: _unschedulable_members(cluster, names))
     assert all(n is None for n in (await cluster.placement()).values())
 
+
+
+async def _pod_scheduled(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    return next((c for c in await _conditions(cluster, name) if c["type"] == "PodScheduled"), None)
+
+
+async def _failed_scheduling(cluster: Cluster) -> dict[str, set[str]]:
+    events = (await cluster.c.list("/api/v1/namespaces/default/events"))["items"]
+    out: dict[str, set[str]] = {}
+    for e in events:
+        if e["reason"] == "FailedScheduling":
+            out.setdefault(e["involvedObject"]["name"], set()).add(e.get("message") or e.get("note") or "")
+    return out
+
+
+async def test_a_gang_larger_than_min_count_is_placed_without_the_member_that_fits_nowhere(cluster: Cluster) -> None:
+    # minCount 2 of 3 members; the node holds a and c, never b, whichever is tried first.
+    # Upstream's pod group cycle (schedule_one_podgroup.go) goes on past b and places the group
+    # with a and c; b fails alone with its own FitError and stays pending, retried later.
+    # (The PodGroup comes last: PreEnqueue holds the three until then, so one attempt takes all.)
+    await cluster.nodes(node("n1", cpu="2"))
+    await cluster.pods(pod("a", cpu="1", group="g"), pod("b", cpu="3", group="g"), pod("c", cpu="1", group="g"))
+    await cluster.settle(0.2)
+    await cluster.c.create(PODGROUPS, podgroup("g", 2))
+    where = await cluster.bound("a", "c")
+    await cluster.until(lambda: cluster.sched.queue.where("default/b") == "unschedulable")
+    await cluster.until(lambda: _pod_scheduled(cluster, "b"))
+    assert where == {"a": "n1", "b": None, "c": "n1"}
+    own = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+           "1 Preemption is not helpful for scheduling.")  # (b's 3 cpu exceed the node's 2)
+    cond = await _pod_scheduled(cluster, "b")
+    assert cond is not None and (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", own)
+    for name in ("a", "c"):  # placed members hear nothing of b's failure
+        cond = await _pod_scheduled(cluster, name)
+        assert cond is None or cond["status"] == "True"
+
+    async def pg_condition() -> dict[str, Any]:
+        pg = await cluster.c.get(f"{PODGROUPS}/g")
+        return dict(((pg.get("status") or {}).get("conditions") or [{}])[0])
+
+    await cluster.until(lambda: _cond_status(pg_condition, "True"))
+    cond = await pg_condition()
+    assert (cond["type"], cond["reason"], cond.get("message", "")) == ("PodGroupInitiallyScheduled", "Scheduled", "")
+    assert await _failed_scheduling(cluster) == {"b": {own}}
+    assert not cluster.sched.cache.assumed or set(cluster.sched.cache.assumed) <= {"default/a", "default/c"}
+    # b is retried alone when a node that holds it comes, and binds (the group's quorum is met)
+    await cluster.nodes(node("n2", cpu="4"))
+    assert (await cluster.bound("b"))["b"] == "n2"
+
+
+async def test_a_gang_larger_than_min_count_fails_once_min_count_cannot_be_met(cluster: Cluster) -> None:
+    # minCount 2 of 3 members; the node holds one. The first tried is placed, the second fails
+    # alone (the first and the third can still make 2), the third fails: 1 scheduled, 0
+    # remaining, and the group's attempt fails in upstream's words.
+    await cluster.nodes(node("n1", cpu="1"))
+    await cluster.pods(*(pod(n, cpu="1", group="g") for n in ("a", "b", "c")))
+    await cluster.settle(0.2)
+    await cluster.c.create(PODGROUPS, podgroup("g", 2))
+    words = "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining"
+    own = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+           "1 No preemption victims found for incoming pod.")
+
+    async def messages() -> dict[str, str]:
+        out = {}
+        for n in ("a", "b", "c"):
+            cond = await _pod_scheduled(cluster, n)
+            if cond is not None and cond["status"] == "False":
+                out[n] = str(cond["message"])
+        return out
+
+    await cluster.until(lambda: _count(messages, 3))
+    got = await messages()
+    assert sorted(got.values()) == sorted([own, own, f"pod group is unschedulable, {words}"])
+    events = await _failed_scheduling(cluster)
+    assert events == {n: {m} for n, m in got.items()}  # one attempt, each member's own report
+    assert all(n is None for n in (await cluster.placement()).values())
+    assert not cluster.sched.cache.assumed
+    pg = await cluster.c.get(f"{PODGROUPS}/g")
+    (cond,) = pg["status"]["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
+        "PodGroupInitiallyScheduled", "False", "Unschedulable", words)
+
+
+async def _cond_status(get: Any, status: str) -> bool:
+    return bool((await get()).get("status") == status)
+
+
+async def _count(get: Any, n: int) -> bool:
+    return len(await get()) == n

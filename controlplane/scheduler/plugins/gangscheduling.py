@@ -5,6 +5,8 @@
 - PreFilter: with a topology constraint, choose the group's domain (first
   member) and restrict every member's nodes to it.
 - Permit: wait for the quorum; the member completing it allows its siblings.
+- A member that finds no node fails alone while the others can still reach
+  ``minCount`` (``on_member_failed``); else the group's attempt fails.
 - Unreserve: a member's reservation released fails the group's attempt:
   every waiting sibling is rejected.
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...metrics import PODGROUP_SCHEDULE_ATTEMPTS
@@ -178,32 +180,37 @@ class GangScheduling:
         g = self.manager.groups.get(pod.group_key) if pod.group else None
         return g is not None and g.policy is not None and g.policy.gang
 
-    def on_member_failed(self, pod: PodInfo, message: str, error: bool = False) -> str:
+    def on_member_failed(self, pod: PodInfo, message: str, error: bool = False,
+                         untried: Iterable[str] | None = None) -> str | None:
         """The scheduler's hook: a member's cycle failed before Reserve (no node fits, or
-        an ``error`` of the scheduler's own). Returns what the group's unplaced members hear.
+        an ``error`` of the scheduler's own). Returns what the group's unplaced members hear,
+        or None when the failure is the member's alone. ``untried``: the members still to
+        be tried in this attempt (the scheduler's queue knows them); by default every
+        member neither placed nor failed.
 
-        When the placed members and the unplaced others can no longer reach ``minCount``,
-        the words are upstream's (its pod group cycle stops there): the PodGroup's condition
-        and the unplaced members get ``minCount (m) cannot be satisfied: s scheduled, r
-        remaining``, the placed (waiting) members ``pod group is unschedulable, `` before it,
-        and the failing member keeps its own message."""
-        words = None if error else self._unsatisfiable(pod)
-        if words is None:
-            if pod.group:
-                self._fail_group(pod, message, count=True, reason="SchedulerError" if error else "Unschedulable")
-            return rejected_with_group(pod.group, message)
-        self._fail_group(pod, f"{GROUP_UNSCHEDULABLE}, {words}", count=True, condition_message=words)
-        return words
-
-    def _unsatisfiable(self, pod: PodInfo) -> str | None:
-        g = self.manager.groups.get(pod.group_key) if pod.group else None
-        if g is None or g.policy is None or not g.policy.gang:
-            return None
-        placed = g.bound | set(g.waiting)
-        remaining = len(g.members - placed - {pod.key})
-        if len(placed) + remaining >= g.policy.min_count:
-            return None  # upstream would go on with the others; here the attempt fails (docs)
-        return min_count_unsatisfiable(g.policy.min_count, len(placed), remaining)
+        As upstream's pod group cycle (schedule_one_podgroup.go) goes on past a member that
+        finds no node, while the placed members and those still to try can reach
+        ``minCount`` (GangScheduling's PlacementFeasible) the member fails alone: its own
+        message, its siblings untouched, the group's condition left to the attempt's end.
+        Once they cannot, the words are upstream's: the PodGroup's condition and the
+        unplaced members get ``minCount (m) cannot be satisfied: s scheduled, r
+        remaining``, the placed (waiting) members ``pod group is unschedulable, `` before
+        it, and the failing member keeps its own message. An error stops the attempt."""
+        if not error and self.in_gang(pod):
+            g = self.manager.groups[pod.group_key]
+            assert g.policy is not None
+            placed = g.bound | set(g.waiting)
+            others = g.members if untried is None else set(untried)
+            remaining = len(others - placed - g.failed - {pod.key})
+            if len(placed) + remaining >= g.policy.min_count:
+                self.manager.failed_alone(pod.group_key, pod.key)
+                return None
+            words = min_count_unsatisfiable(g.policy.min_count, len(placed), remaining)
+            self._fail_group(pod, f"{GROUP_UNSCHEDULABLE}, {words}", count=True, condition_message=words)
+            return words
+        if pod.group:
+            self._fail_group(pod, message, count=True, reason="SchedulerError" if error else "Unschedulable")
+        return rejected_with_group(pod.group, message)
 
     def _fail_group(self, pod: PodInfo, message: str, count: bool, reason: str = "Unschedulable",
                     condition_message: str | None = None) -> None:
