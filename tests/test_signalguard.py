@@ -43,11 +43,19 @@ def test_ignores_sigusr2_and_puts_it_back():
 '''
 
 
+def _as_a_terminal_starts(sigint: signal.Handlers = signal.SIG_DFL) -> None:
+    """The child's SIGINT and SIGQUIT as a terminal's shell leaves them (or SIGINT as given),
+    whatever this pytest inherited: ``make test &`` from a script starts every program with
+    both ignored, and the expected words name what the child started with."""
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, sigint)
+
+
 def test_a_test_that_changes_signal_handling_fails(tmp_path: Path) -> None:
     (tmp_path / "test_signals.py").write_text(TESTS)
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.signalguard", "-p", "no:cacheprovider",
                           "-rA", "test_signals.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=_as_a_terminal_starts)
     out = run.stdout
     assert run.returncode == 1, out + run.stderr
     assert "6 passed, 3 errors" in out, out
@@ -66,7 +74,7 @@ def test_a_pytest_started_with_sigint_ignored_says_so(tmp_path: Path) -> None:
     said = {}
     for disposition in (signal.SIG_IGN, signal.SIG_DFL):
         def start(disposition: signal.Handlers = disposition) -> None:
-            signal.signal(signal.SIGINT, disposition)
+            _as_a_terminal_starts(disposition)
 
         run = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.signalguard", "-p", "no:cacheprovider",
                               "-q", "test_nothing.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
