@@ -76,7 +76,7 @@ def keys(tree: fp.Tree) -> list[str]:
 def test_ordered_as_structured_merge_diff_serialises_a_set() -> None:
     """``.`` first, then fields by name, keys, set values, indices (PathElement.Compare),
     each kind by value.Compare: numbers by value, then strings, bools, lists, maps, null."""
-    tree = {"i:10": {}, "v:true": {}, 'k:{"port":8080}': {}, "f:b": {}, "i:9": {}, 'v:"a"': {},
+    tree: fp.Tree = {"i:10": {}, "v:true": {}, 'k:{"port":8080}': {}, "f:b": {}, "i:9": {}, 'v:"a"': {},
             'k:{"port":80}': {}, "v:10": {}, ".": {}, "f:a": {"f:z": {}, ".": {}, "f:y": {}}, "v:9.5": {},
             'k:{"port":443}': {}, "v:null": {}, "v:[1,2]": {}, "v:[1]": {}, 'v:{"a":1}': {}, "v:false": {}}
     out = fp.ordered(tree)
@@ -88,7 +88,7 @@ def test_ordered_as_structured_merge_diff_serialises_a_set() -> None:
 
 
 def test_keys_of_several_fields_sort_field_by_field_in_name_order() -> None:
-    tree = {'k:{"containerPort":80,"protocol":"UDP"}': {}, 'k:{"containerPort":80,"protocol":"TCP"}': {},
+    tree: fp.Tree = {'k:{"containerPort":80,"protocol":"UDP"}': {}, 'k:{"containerPort":80,"protocol":"TCP"}': {},
             'k:{"containerPort":53,"protocol":"UDP"}': {}, 'k:{"name":"b"}': {}, 'k:{"name":"a!"}': {},
             'k:{"name":"a"}': {}, 'k:{"name":"é"}': {}, 'k:{"name":"Z"}': {}}
     assert keys(fp.ordered(tree)) == [
@@ -101,7 +101,7 @@ def test_ordered_keeps_what_is_in_order_and_what_was_written_before() -> None:
     sorted_tree = {"f:metadata": {"f:labels": {".": {}, "f:a": {}}}, "f:spec": {"f:replicas": {}}}
     assert fp.ordered(sorted_tree) is sorted_tree
     stored = fp.ordered({"f:spec": {"f:b": {}, "f:a": {}}, "f:metadata": {}})
-    same = {"f:metadata": {}, "f:spec": {"f:a": {}, "f:b": {}}}
+    same: fp.Tree = {"f:metadata": {}, "f:spec": {"f:a": {}, "f:b": {}}}
     assert fp.ordered(same, stored) is stored  # equal to what was written: taken as it was
     grown = {"f:spec": stored["f:spec"], "f:metadata": {"f:name": {}}}
     out = fp.ordered(grown, stored)
