@@ -7,7 +7,7 @@ from controlplane.scheduler.gang import GangManager, Policy, policy_of
 from controlplane.scheduler.nodeinfo import PodInfo
 from controlplane.scheduler.plugins.gangscheduling import GangScheduling, placements_to_score
 
-from .fakes import build
+from .fakes import FakeHandle, build
 from .helpers import node, pod, podgroup
 
 
@@ -159,6 +159,18 @@ def test_topology_without_a_domain_with_room_rejects_the_gang() -> None:
     assert "no rack domain has room for the 10 pods" in s.message
 
 
+
+def _gang(min_count: int, members: tuple[str, ...] = ("a", "b", "c")) -> tuple[FakeHandle, GangScheduling]:
+    """The harness and GangScheduling of a one-node profile, PodGroup ``pg`` of ``min_count``
+    set and ``members`` observed."""
+    h, profile = build([node("n1", cpu="8")])
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("pg", min_count))
+    for name in members:
+        gang.manager.observe_pod("default/pg", f"default/{name}", None)
+    return h, gang
+
 def _condition(gang: GangScheduling, key: str = "default/pg") -> dict[str, object]:
     pg = gang.manager.groups[key].podgroup
     assert pg is not None
@@ -207,12 +219,7 @@ def test_a_restarted_scheduler_keeps_the_stored_initially_scheduled_condition() 
 def test_a_new_failure_message_rewrites_the_false_condition() -> None:
     # upstream's updatePodGroupCondition writes whenever apimeta.SetStatusCondition changes
     # the condition: a new message with the same reason is written, the same one is not
-    h, profile = build([node("n1", cpu="8")])
-    gang = profile.get("GangScheduling")
-    assert isinstance(gang, GangScheduling)
-    gang.manager.set_podgroup(podgroup("pg", 2))
-    for name in ("a", "b"):
-        gang.manager.observe_pod("default/pg", f"default/{name}", None)
+    h, gang = _gang(2, ("a", "b"))
     a, b = (PodInfo(pod(n, group="pg")) for n in ("a", "b"))
     gang.on_member_failed(a, "0/1 nodes are available: 1 Insufficient cpu.")
     first = _condition(gang)
@@ -232,12 +239,7 @@ def test_a_new_failure_message_rewrites_the_false_condition() -> None:
 def test_a_member_fails_alone_while_the_others_can_still_make_min_count() -> None:
     # upstream's pod group cycle goes on past a member that finds no node (schedule_one_podgroup.go)
     # while PlacementFeasible still allows minCount: the member's failure is its own
-    h, profile = build([node("n1", cpu="8")])
-    gang = profile.get("GangScheduling")
-    assert isinstance(gang, GangScheduling)
-    gang.manager.set_podgroup(podgroup("pg", 2))
-    for name in ("a", "b", "c"):
-        gang.manager.observe_pod("default/pg", f"default/{name}", None)
+    h, gang = _gang(2)
     a, b, c = (PodInfo(pod(n, group="pg")) for n in ("a", "b", "c"))
     assert gang.permit(CycleState(), a, "n1")[0] is not None  # a waits
     assert gang.on_member_failed(b, "0/1 nodes are available: 1 Insufficient cpu.") is None
@@ -251,12 +253,7 @@ def test_a_member_fails_alone_while_the_others_can_still_make_min_count() -> Non
 
     # the scheduler says which members are still to try in the attempt: none left, b's failure
     # leaves a alone short of minCount
-    h, profile = build([node("n1", cpu="8")])
-    gang = profile.get("GangScheduling")
-    assert isinstance(gang, GangScheduling)
-    gang.manager.set_podgroup(podgroup("pg", 2))
-    for name in ("a", "b", "c"):
-        gang.manager.observe_pod("default/pg", f"default/{name}", None)
+    h, gang = _gang(2)
     assert gang.permit(CycleState(), a, "n1")[0] is not None
     words = gang.on_member_failed(b, "0/1 nodes are available: 1 Insufficient cpu.", untried=[])
     assert words == "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining"
@@ -265,12 +262,7 @@ def test_a_member_fails_alone_while_the_others_can_still_make_min_count() -> Non
 
 
 def test_the_first_member_failing_tells_the_others_min_count_cannot_be_met() -> None:
-    _h, profile = build([node("n1", cpu="8")])
-    gang = profile.get("GangScheduling")
-    assert isinstance(gang, GangScheduling)
-    gang.manager.set_podgroup(podgroup("pg", 3))
-    for name in ("a", "b", "c"):
-        gang.manager.observe_pod("default/pg", f"default/{name}", None)
+    _h, gang = _gang(3)
     sibling = gang.on_member_failed(PodInfo(pod("a", group="pg")), "0/1 nodes are available: 1 Insufficient cpu.")
     assert sibling == "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"
     assert _condition(gang)["message"] == sibling
