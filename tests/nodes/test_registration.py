@@ -125,7 +125,9 @@ async def test_a_users_node_initialize_still_runs_on_a_node_created_with_its_cap
     assert first["status"]["allocatable"]["pods"] == "110"
     assert node["status"]["allocatable"] == first["status"]["allocatable"]
     assert node["status"]["nodeInfo"]["kubeletVersion"]  # the file's template wrote it
-    assert _initialized() == before + 1
+    # (at least once: a node event that comes before the simulator has seen its own status
+    # write may match the not-Ready node again, and the same status is written twice)
+    assert _initialized() >= before + 1
 
 
 async def test_a_stage_file_without_node_stages_leaves_the_status_to_the_simulator(client: Client) -> None:
