@@ -1432,8 +1432,8 @@ class KubeApi:
                     if self._deletes(rtype, obj):
                         await self._aborted(write)  # (deleted: _finish releases what it held)
                         return await self._finish(rtype, key, name, obj, current.mod_revision)
-                    managedfields.revert_times(obj, old, equal)
-                    if equal(obj, old):  # an update that changes nothing writes nothing, as upstream
+                    # an update that changes nothing writes nothing, as upstream (revert_times compares)
+                    if managedfields.revert_times(obj, old, equal):
                         await self._aborted(write)
                         if cached:
                             continue  # compared with the cache's version, which may be behind: with the store's
@@ -1534,8 +1534,8 @@ class KubeApi:
                             if e.code != 409:
                                 raise
                             continue  # another write came first (a kubelet's status): patch that version
-                    managedfields.revert_times(obj, old, _unchanged)
-                    if _unchanged(obj, old):  # a patch that changes nothing writes nothing, as upstream
+                    # a patch that changes nothing writes nothing, as upstream (revert_times compares)
+                    if managedfields.revert_times(obj, old, _unchanged):
                         await self._aborted(write)
                         if cached:
                             continue  # patched the cache's version, which may be behind: the store's
@@ -1633,8 +1633,8 @@ class KubeApi:
             try:
                 await self._validating_update_admission(rtype, namespace, name, obj, old, subresource)
                 to_stored_form(rtype, obj, old, mutated)
-                managedfields.revert_times(obj, old, equal)
-                if equal(obj, old):  # nothing changed, not even a time: no write, no new resourceVersion
+                # nothing changed, not even a time: no write, no new resourceVersion (revert_times compares)
+                if managedfields.revert_times(obj, old, equal):
                     await self._aborted(write)
                     return _object(current.value, current.mod_revision), False
                 if self._deletes(rtype, obj):

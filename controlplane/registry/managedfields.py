@@ -343,30 +343,41 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
 
 
 def revert_times(new: dict[str, Any], old: dict[str, Any],
-                 same: Callable[[dict[str, Any], dict[str, Any]], bool]) -> None:
-    """Give ``new`` (to be stored) ``old``'s managedFields when they differ only in entries' times
-    and ``new`` is otherwise ``old`` (``same``), in place: upstream's
+                 same: Callable[[dict[str, Any], dict[str, Any]], bool]) -> bool:
+    """Whether ``new`` (to be stored) is ``old`` (``same``), once ``new`` is given ``old``'s
+    managedFields where they differ only in entries' times, in place: upstream's
     IgnoreManagedFieldsTimestampsTransformer, run on every update after the strategy. The field
     manager records a write's time when it sees a change, but it sees the object before what the
     strategy and the stored form do to it (defaults, a quantity's canonical form, an atomic list
     applied without its items' defaults): a write left byte-identical but for a time is no write.
-    An entry added or dropped, or one owning other fields, is a change all the same."""
+    An entry added or dropped, or one owning other fields, is a change all the same.
+
+    ``same`` is called exactly once, so the caller's no-op test is this answer, not a second
+    comparison of the two objects::
+
+        if managedfields.revert_times(obj, old, equal):
+            ...  # no write
+    """
     meta = new.get("metadata")
     old_meta = old.get("metadata")
     if type(meta) is not dict or type(old_meta) is not dict:
-        return
+        return same(new, old)
     fields, old_fields = meta.get("managedFields"), old_meta.get("managedFields")
     if (type(fields) is not list or type(old_fields) is not list or not fields or len(fields) != len(old_fields)
             or fields == old_fields):
-        return
+        return same(new, old)
     for a, b in zip(fields, old_fields, strict=True):
         if type(a) is not dict or type(b) is not dict:
-            return
+            return same(new, old)
         if a != b and {k: v for k, v in a.items() if k != "time"} != {k: v for k, v in b.items() if k != "time"}:
-            return
+            return same(new, old)
     meta["managedFields"] = old_fields
-    if not same(new, old):
-        meta["managedFields"] = fields
+    if same(new, old):
+        return True
+    # the objects differ elsewhere: the new times stand, and (its managedFields differing
+    # from old's too) ``new`` is no more ``old`` than it was with old's
+    meta["managedFields"] = fields
+    return False
 
 
 def _give(entries: list[Entry], rtype: ResourceType, manager: str, sub: str, changed: Tree, removed: Tree) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from controlplane.registry import managedfields
+from controlplane.api import rest
+from controlplane.registry import managedfields, typed
 from tests.front_socket import front_on_socket
 
 RCTS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
@@ -381,3 +382,46 @@ async def test_a_resize_to_the_same_quantities_is_no_new_generation(http: httpx.
     r = await http.patch(f"{pods}/p/resize", headers=STRATEGIC, content=json.dumps(patch))
     assert r.status_code == 200, r.text
     assert r.json()["metadata"]["generation"] == 2  # another cpu request is a new one
+
+
+async def test_a_write_that_moved_only_a_time_compares_the_objects_once(
+        http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    # revert_times' comparison is the no-op test: the registry does not compare the objects again
+    # (one comparison for each attempt, each attempt calling revert_times once)
+    requests = [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]
+    manager = {"fieldManager": "kubectl-client-side-apply"}
+    r = await http.post(RCTS, params=manager, json={
+        "metadata": {"name": "t"}, "spec": {"spec": {"devices": {"requests": requests}}}})
+    assert r.status_code == 201, r.text
+    created = r.json()
+    config = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "a"},
+              "spec": {"spec": {"devices": {"requests": requests}}}}
+    r = await http.patch(f"{RCTS}/a", params={"fieldManager": "fz"}, headers=APPLY, content=json.dumps(config))
+    assert r.status_code == 201, r.text
+    applied = r.json()
+    comparisons, reverts = [0], [0]
+    equal, revert_times = typed.equal, managedfields.revert_times
+
+    def counted_equal(a: Any, b: Any) -> bool:
+        comparisons[0] += 1
+        return equal(a, b)
+
+    def counted_revert(*args: Any) -> bool:
+        reverts[0] += 1
+        return revert_times(*args)
+
+    monkeypatch.setattr(rest, "equal", counted_equal)  # (the registry's no-op test, and _unchanged's)
+    monkeypatch.setattr(managedfields, "revert_times", counted_revert)
+    body = {"metadata": {"name": "t", "resourceVersion": created["metadata"]["resourceVersion"]},
+            "spec": {"spec": {"devices": {"requests": requests}}}}
+    patch = json.dumps({"spec": {"spec": {"devices": {"requests": requests}}}})
+    writes = [  # each would move a time only: the requests sent without the defaults the first write added
+        ("PATCH", "t", created, manager, MERGE, patch),
+        ("PATCH", "t", created, manager, STRATEGIC, patch),
+        ("PUT", "t", created, manager, {"Content-Type": "application/json"}, json.dumps(body)),
+        ("PATCH", "a", applied, {"fieldManager": "fz"}, APPLY, json.dumps(config))]
+    for method, name, before, params, headers, content in writes:
+        comparisons[0] = reverts[0] = 0
+        r = await http.request(method, f"{RCTS}/{name}", params=params, headers=headers, content=content)
+        await _same(http, f"{RCTS}/{name}", before, r)
+        assert reverts[0] >= 1 and comparisons[0] == reverts[0], (method, headers, comparisons, reverts)

@@ -404,3 +404,40 @@ def test_a_scale_write_at_a_custom_replicas_path() -> None:
     assert owned(scaled, "scaler", "Update", "scale") == [("f:spec", "f:size")]
     assert ("f:spec", "f:size") not in owned(scaled, "creator", "Update")
     assert ("f:spec", "f:color") in owned(scaled, "creator", "Update")
+
+
+def _entry(time: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"manager": "m", "operation": "Update", "apiVersion": "v1", "time": time,
+            "fieldsType": "FieldsV1", "fieldsV1": fields or {"f:data": {"f:k": {}}}}
+
+
+def _configmap(data: str, *entries: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "c", "managedFields": list(entries)}, "data": {"k": data}}
+
+
+@pytest.mark.parametrize(("new", "same", "times"), [
+    # only a time moved: old's times put back, and the objects are the same
+    (_configmap("v", _entry("2026-01-01T00:00:01Z")), True, "2026-01-01T00:00:00Z"),
+    # a time moved and the data too: the new time stands
+    (_configmap("w", _entry("2026-01-01T00:00:01Z")), False, "2026-01-01T00:00:01Z"),
+    # nothing moved at all
+    (_configmap("v", _entry("2026-01-01T00:00:00Z")), True, "2026-01-01T00:00:00Z"),
+    # an entry owning other fields is a change, time and all
+    (_configmap("v", _entry("2026-01-01T00:00:01Z", {"f:data": {}})), False, "2026-01-01T00:00:01Z"),
+    # no managedFields to compare
+    ({"metadata": {"name": "c"}, "data": {"k": "v"}}, False, None),
+], ids=["time-only", "time-and-data", "unchanged", "other-fields", "no-managed-fields"])
+def test_revert_times_answers_whether_the_objects_are_the_same_with_one_comparison(
+        new: dict[str, Any], same: bool, times: str | None) -> None:
+    # the caller's no-op test is revert_times' answer: the objects are compared once, not again by the caller
+    old = _configmap("v", _entry("2026-01-01T00:00:00Z"))
+    new = copy.deepcopy(new)
+    calls: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def counted(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        calls.append((a, b))
+        return a == b
+
+    assert mf.revert_times(new, old, counted) is same
+    assert len(calls) == 1 and calls[0][0] is new and calls[0][1] is old
+    assert [e["time"] for e in new["metadata"].get("managedFields", [])] == ([times] if times else [])
