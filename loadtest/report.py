@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from . import leftworkers
 from .promtext import Histogram, Scrape, parse
 from .serverwatch import api_call_histograms, metrics_files, run_histograms
-from .slo import SLI, SLOS, Entry, Verdict, entries_from_locust_json, evaluate, no_data_note, overall
+from .slo import SLI, SLOS, TOO_FEW, Entry, Verdict, entries_from_locust_json, evaluate, no_data_note, overall
 
 __all__ = ["PLOTS", "build", "fmt", "read_run", "scheduling_series"]
 
@@ -752,7 +752,7 @@ def _measured(v: Verdict) -> str:
 
 def _html(summary: dict[str, Any], verdicts: Sequence[Verdict], captions: dict[str, str], plan: dict[str, Any],
           run: dict[str, Any]) -> str:
-    color = {"pass": "#2e7d32", "fail": "#c62828", "no data": "#757575"}
+    color = {"pass": "#2e7d32", "fail": "#c62828", "no data": "#757575", TOO_FEW: "#757575"}
     verdict_rows = "".join(
         f"<tr><td>{html.escape(v.title)}{'' if v.upstream else ' <small>(project target)</small>'}</td>"
         f"<td>{fmt(v.threshold_s * 1000)} ms</td><td>{fmt(None if v.p99_s is None else v.p99_s * 1000)} ms</td>"

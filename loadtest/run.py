@@ -46,6 +46,7 @@ import httpx
 from . import kubeauth, leftworkers, report, scenarios, shapes
 from .kubeauth import Credentials, CredentialsError
 from .serverwatch import ReplicasWatcher, ServerWatcher
+from .slo import TOO_FEW
 
 __all__ = ["EXIT_CODES", "add_arguments", "main", "outcome", "run"]
 
@@ -968,7 +969,7 @@ def outcome(summary: dict[str, Any], *, interrupted: bool, fail_on_slo: bool = T
     """The exit code of a run whose report is ``summary``, and the line that ends its output
     (after the verdicts), as ``EXIT_CODES`` says them: an interrupted run first, then one that is
     not complete (its verdicts judge a load other than the plan's), then failed requests, then the
-    SLO verdicts (a "no data" verdict neither passes nor fails), which ``fail_on_slo`` False
+    SLO verdicts (a "no data" or "too few samples" verdict neither passes nor fails), which ``fail_on_slo`` False
     (``--no-fail-on-slo``) leaves out of the code, not out of the line.
 
     >>> outcome({"incomplete_because": [], "failures": 0, "verdicts": [
@@ -978,10 +979,12 @@ def outcome(summary: dict[str, Any], *, interrupted: bool, fail_on_slo: bool = T
     verdicts = summary["verdicts"]
     failed = [v["title"] for v in verdicts if v["verdict"] == "fail"]
     passed = sum(v["verdict"] == "pass" for v in verdicts)
+    few = sum(v["verdict"] == TOO_FEW for v in verdicts)
     slo = (f"{len(failed)} of {len(verdicts)} SLO verdict{'s' if len(verdicts) != 1 else ''} failed: "
            + ", ".join(failed)) if failed else (
         f"{passed} SLO verdict{'s' if passed != 1 else ''} passed"
-        + (f", {len(verdicts) - passed} without data" if passed != len(verdicts) else ""))
+        + (f", {few} with too few samples" if few else "")
+        + (f", {len(verdicts) - passed - few} without data" if passed + few != len(verdicts) else ""))
     requests = f"{summary['failures']:,} request{'s' if summary['failures'] != 1 else ''} failed"
     if interrupted:
         return EXIT_INTERRUPTED, f"INTERRUPTED (exit {EXIT_INTERRUPTED}): a partial report"

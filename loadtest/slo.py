@@ -25,6 +25,13 @@ network, a saturated load generator). Without it (a server whose ``/metrics``
 was not read) they are the clients'. Server-side targets come from
 ``/metrics`` histograms, the last scrape minus the first, per resource.
 
+A p99 needs samples: of fewer than :data:`MIN_SAMPLES` (100) a p99 is their slowest
+(Locust's rule) or an interpolation within the slowest's bucket (a histogram's), one
+observation that judges nothing. A verdict read from fewer, its pairs' or resources'
+samples summed, is :data:`TOO_FEW` ("too few samples"): it neither passes nor fails, as
+"no data", and keeps its p99 and count for the reader. The same rule holds for every
+verdict, each being a p99 of sampled latencies.
+
     >>> e = Entry("GET", "pods", {3: 98, 1200: 2})
     >>> e.percentile(0.99), e.num_requests
     (1.2, 100)
@@ -39,8 +46,8 @@ from typing import Any
 
 from .promtext import Histogram
 
-__all__ = ["SLI", "SLOS", "ApiKey", "Entry", "Slo", "Verdict", "entries_from_locust_json", "evaluate",
-           "no_data_note", "overall"]
+__all__ = ["MIN_SAMPLES", "SLI", "SLOS", "TOO_FEW", "ApiKey", "Entry", "Slo", "Verdict", "entries_from_locust_json",
+           "evaluate", "no_data_note", "overall"]
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 POD_STARTUP = "pod startup"
@@ -49,6 +56,10 @@ SLI = "apiserver_request_sli_duration_seconds"
 # resource, a server-side apply verb APPLY, a collection's GET verb LIST)
 ApiKey = tuple[str, str, str, str, str]
 _SERVER_MUTATING = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE"})
+# the fewest samples a verdict is given from: a p99 of 100 is the slowest but one's bucket at best,
+# and of fewer the slowest alone
+MIN_SAMPLES = 100
+TOO_FEW = "too few samples"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +140,9 @@ class Verdict:
     p99_s: float | None    # the worst pair's p99; None without data
     worst: str             # which pair (or resource) that was
     samples: int
-    verdict: str           # "pass" | "fail" | "no data"
+    verdict: str           # "pass" | "fail" | "no data" | "too few samples" (TOO_FEW: under MIN_SAMPLES)
     upstream: bool
-    note: str = ""         # why a verdict has no data
+    note: str = ""         # why a verdict has no data, or too few samples
     measured: str = ""     # "server" (a /metrics histogram) or "client" (Locust); "" without data
     client_p99_s: float | None = None  # an API call SLO read from the server: the Locust clients' worst p99
     client_worst: str = ""             # and their pair
@@ -145,7 +156,7 @@ class Verdict:
             del d["client_p99_s"], d["client_worst"]
         if self.p99_s is not None and math.isinf(self.p99_s):
             d["p99_s"] = None
-            d["note"] = "p99 above the histogram's largest finite bucket"
+            d["note"] = "; ".join(filter(None, ("p99 above the histogram's largest finite bucket", self.note)))
         return d
 
 
@@ -214,8 +225,20 @@ def _worst(pairs: Iterable[tuple[str, float | None, int]]) -> tuple[str, float |
 
 
 def _verdict(slo: Slo, worst: str, p99: float | None, samples: int, measured: str) -> Verdict:
+    """The verdict on ``p99`` of ``samples`` (all the pairs'), "no data" without any and
+    :data:`TOO_FEW` under :data:`MIN_SAMPLES`.
+
+    >>> slo = SLOS[-1]  # event delivery, <= 50 ms
+    >>> [_verdict(slo, "pods", 0.01, n, "server").verdict for n in (0, 1, 99, 100)]
+    ['no data', 'too few samples', 'too few samples', 'pass']
+    """
     if p99 is None or samples == 0:
         return Verdict(slo.key, slo.title, slo.threshold, None, "", 0, "no data", slo.upstream)
+    if samples < MIN_SAMPLES:
+        return Verdict(slo.key, slo.title, slo.threshold, p99, worst, samples, TOO_FEW, slo.upstream,
+                       note=f"{samples} sample{'s' if samples != 1 else ''}, fewer than the {MIN_SAMPLES} a p99 "
+                            "is judged from: the p99 of so few is about their slowest, neither a pass nor a fail",
+                       measured=measured)
     return Verdict(slo.key, slo.title, slo.threshold, p99, worst, samples,
                    "pass" if p99 <= slo.threshold else "fail", slo.upstream, measured=measured)
 
@@ -244,9 +267,9 @@ def evaluate(entries: Sequence[Entry], lock_wait: Mapping[str, Histogram] | None
             if v.p99_s is not None and v.p99_s <= first:
                 # upstream's SLI buckets start at 50 ms: a faster call reads as an interpolation within
                 # the first (49.5 ms for every pair), and which pair is "worst" says nothing
-                v = replace(v, note=f"every pair's p99 is within the histogram's first bucket, under "
-                                    f"{first * 1000:g} ms (the {round(v.p99_s * 1000, 2):g} ms is interpolated, "
-                                    "as histogram_quantile does)")
+                v = replace(v, note="; ".join(filter(None, (
+                    v.note, f"every pair's p99 is within the histogram's first bucket, under {first * 1000:g} ms "
+                            f"(the {round(v.p99_s * 1000, 2):g} ms is interpolated, as histogram_quantile does)"))))
             verdicts.append(v)
         else:
             hists = (lock_wait if slo.key == "writer-lock-wait" else delivery) or {}
@@ -256,7 +279,10 @@ def evaluate(entries: Sequence[Entry], lock_wait: Mapping[str, Histogram] | None
 
 
 def overall(verdicts: Sequence[Verdict]) -> str:
-    """"pass" when every verdict with data passes, "fail" if any fails."""
+    """"fail" if any verdict fails, else "pass" if any passes (those without data or with too few
+    samples neither pass nor fail), else :data:`TOO_FEW` if any had samples, else "no data"."""
     if any(v.verdict == "fail" for v in verdicts):
         return "fail"
-    return "pass" if any(v.verdict == "pass" for v in verdicts) else "no data"
+    if any(v.verdict == "pass" for v in verdicts):
+        return "pass"
+    return TOO_FEW if any(v.verdict == TOO_FEW for v in verdicts) else "no data"

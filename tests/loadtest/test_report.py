@@ -18,7 +18,7 @@ HISTORY_FIELDS = ["Timestamp", "User Count", "Type", "Name", "Requests/s", "Fail
 
 
 def write_run(out: Path, *, slow_startup: bool = False) -> None:
-    startup = {"9000": 5} if slow_startup else {"120": 40, "300": 2}
+    startup = {"9000": 100} if slow_startup else {"120": 98, "300": 2}
     stats = [
         {"name": "pods", "method": "POST", "response_times": {"4": 90, "12": 10}, "num_failures": 0},
         {"name": "pods/binding", "method": "POST", "response_times": {"3": 42}, "num_failures": 0},
@@ -70,6 +70,9 @@ def test_report_from_a_run_directory(tmp_path: Path) -> None:
     assert verdicts["pod-startup"]["p99_s"] == 0.3
     assert verdicts["writer-lock-wait"]["verdict"] == "pass" and verdicts["writer-lock-wait"]["samples"] == 549
     assert verdicts["event-delivery"]["verdict"] == "no data"
+    # seven GETs of a lease: a p99 of so few judges nothing, and the summary and the report say why
+    assert verdicts["get"]["verdict"] == "too few samples" and verdicts["get"]["samples"] == 7
+    assert verdicts["get"]["p99_s"] == 0.001 and "7 samples, fewer than the 100" in verdicts["get"]["note"]
     assert summary["plots"] == [f"{p}.png" for p in report.PLOTS]
     for p in report.PLOTS:
         png = tmp_path / f"{p}.png"
@@ -77,6 +80,7 @@ def test_report_from_a_run_directory(tmp_path: Path) -> None:
     html = (tmp_path / "report.html").read_text()
     for p in report.PLOTS:
         assert f"src='{p}.png'" in html
+    assert ">too few samples</td>" in html and "7 samples, fewer than the 100" in html
     assert "SLOs: pass" in html and "<td>pods/binding</td>" in html and "a fixture" in html
 
 

@@ -1274,6 +1274,10 @@ def _summary(*verdicts: str, failures: int = 0, incomplete: tuple[str, ...] = ()
 @pytest.mark.parametrize(("summary", "interrupted", "fail_on_slo", "code", "line"), [
     (_summary("pass", "no data"), False, True, 0, "PASS (exit 0): complete, no request failed, 1 SLO verdict "
                                                   "passed, 1 without data"),
+    # a verdict from too few samples neither passes nor fails, said apart from one without any
+    (_summary("pass", "too few samples", "no data"), False, True, 0, "PASS (exit 0): complete, no request failed, "
+                                                                     "1 SLO verdict passed, 1 with too few samples, "
+                                                                     "1 without data"),
     # clusterloader2 exits non-zero when a measurement fails: a failed verdict was exit code 0
     (_summary("pass", "fail"), False, True, 1, "FAIL (exit 1): 1 of 2 SLO verdicts failed: slo 1"),
     (_summary("pass", "fail"), False, False, 0, "PASS (exit 0, --no-fail-on-slo): complete, no request failed; "

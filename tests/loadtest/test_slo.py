@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from loadtest.promtext import Histogram
-from loadtest.slo import SLOS, Entry, Verdict, entries_from_locust_json, evaluate, overall
+from loadtest.slo import MIN_SAMPLES, SLOS, TOO_FEW, Entry, Verdict, entries_from_locust_json, evaluate, overall
 
 
 def by_key(verdicts: list[Verdict]) -> dict[str, Verdict]:
@@ -89,8 +89,10 @@ def test_server_side_targets_from_histograms() -> None:
 def test_overall() -> None:
     none = evaluate([])
     assert overall(none) == "no data"
-    passing = evaluate([Entry("GET", "pods", {1: 10})])
+    passing = evaluate([Entry("GET", "pods", {1: 100})])
     assert overall(passing) == "pass"
+    assert overall(evaluate([Entry("GET", "pods", {1: 10})])) == TOO_FEW  # a p99 of ten judges nothing
+    assert overall(evaluate([Entry("GET", "pods", {1: 100}), Entry("LATENCY", "pod startup", {1: 10})])) == "pass"
 
 
 def test_entries_from_locust_json_drop_the_aggregate() -> None:
@@ -141,8 +143,8 @@ def test_api_call_slos_read_the_server_s_sli_when_the_run_has_it() -> None:
 def test_an_sli_p99_within_the_first_bucket_says_so() -> None:
     # upstream's SLI buckets start at 50 ms: sub-millisecond calls read as 49.5 ms, every pair alike
     inf = float("inf")
-    fast = Histogram(((0.05, 13.0), (0.1, 13.0), (inf, 13.0)), 0.001, 13.0)
-    v = by_key(evaluate([Entry("GET", "deployments", {0: 13})],
+    fast = Histogram(((0.05, 130.0), (0.1, 130.0), (inf, 130.0)), 0.001, 130.0)
+    v = by_key(evaluate([Entry("GET", "deployments", {0: 130})],
                         api_calls={("GET", "apps", "deployments", "", "resource"): fast}))["get"]
     assert v.verdict == "pass" and v.p99_s is not None and abs(v.p99_s - 0.0495) < 1e-9
     assert "within the histogram's first bucket, under 50 ms" in v.note
@@ -150,3 +152,35 @@ def test_an_sli_p99_within_the_first_bucket_says_so() -> None:
     slow = Histogram(((0.05, 90.0), (1.0, 100.0), (inf, 100.0)), 20.0, 100.0)
     v = by_key(evaluate([], api_calls={("GET", "", "pods", "", "resource"): slow}))["get"]
     assert v.note == ""  # above the first bucket: an interpolation between two bounds, no note
+
+
+@pytest.mark.parametrize("samples", [1, 5, MIN_SAMPLES - 1])
+def test_a_verdict_from_too_few_samples_neither_passes_nor_fails(samples: int) -> None:
+    # of fewer than 100 samples a p99 is the slowest (or an interpolation in its bucket): one
+    # observation, which judges nothing, on every verdict alike, client and server side
+    inf = float("inf")
+    fast = Histogram(((0.0001, float(samples)), (inf, float(samples))), 0.0, float(samples))
+    slow = Histogram(((0.001, 0.0), (1.0, float(samples)), (inf, float(samples))), 0.5 * samples, float(samples))
+    for entries, lock, delivery, api in [
+            ([Entry("GET", "pods", {1: samples}), Entry("LATENCY", "pod startup", {100: samples}),
+              Entry("GET", "pods [namespace]", {1: samples}), Entry("GET", "pods [cluster]", {1: samples}),
+              Entry("POST", "pods", {1: samples})], {"pods": fast}, {"pods": fast},
+             {("GET", "", "pods", "", "resource"): fast}),
+            ([Entry("LATENCY", "pod startup", {9000: samples}), Entry("POST", "pods", {9000: samples}),
+              Entry("GET", "pods [namespace]", {9000: samples}), Entry("GET", "pods [cluster]", {40000: samples})],
+             {"pods": slow}, {"pods": slow}, {("GET", "", "pods", "", "resource"): Histogram(
+                 ((0.05, 0.0), (5.0, float(samples)), (inf, float(samples))), 3.0 * samples, float(samples))})]:
+        verdicts = evaluate(entries, lock, delivery, api)
+        for v in verdicts:
+            assert v.verdict == TOO_FEW and v.samples == samples and v.p99_s is not None, v
+            assert f"fewer than the {MIN_SAMPLES}" in v.note and v.as_dict()["note"] == v.note
+        assert overall(verdicts) == TOO_FEW
+    # and from MIN_SAMPLES, a verdict: the same delivery histogram passes, or fails, once it has enough
+    enough = Histogram(((0.0001, 100.0), (inf, 100.0)), 0.0, 100.0)
+    assert by_key(evaluate([], delivery={"pods": enough}))["event-delivery"].verdict == "pass"
+    late = Histogram(((0.001, 0.0), (1.0, 100.0), (inf, 100.0)), 50.0, 100.0)
+    assert by_key(evaluate([], delivery={"pods": late}))["event-delivery"].verdict == "fail"
+    # the resources' samples are summed: a p99 read from one resource's histogram of 60 and another's of 40
+    summed = by_key(evaluate([], delivery={"pods": Histogram(((0.0001, 60.0), (inf, 60.0)), 0.0, 60.0),
+                                           "leases": Histogram(((0.0001, 40.0), (inf, 40.0)), 0.0, 40.0)}))
+    assert summed["event-delivery"].verdict == "pass" and summed["event-delivery"].samples == 100
