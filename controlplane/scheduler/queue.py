@@ -31,9 +31,12 @@
 PreEnqueue runs in ``add``: a pod held by it (``schedulingGates``, a PodGroup
 not created yet) is parked as unschedulable, rejected by the holding plugin.
 
-Gang members are popped together: when a pod of a PodGroup leaves activeQ, its
-siblings waiting in activeQ or backoffQ are queued right behind it, so a group's
-pods go through consecutive cycles.
+Gang members are popped together: when a pod of a PodGroup leaves activeQ, it
+and its siblings waiting in activeQ or backoffQ (or parked after an earlier
+attempt of the group) go through consecutive cycles, in upstream's order of a
+pod group's members (``PodGroupMemberPodsOrderingFunc``, the pod group cycle of
+KEP-4671): higher priority first, then more attempts, then the earlier queue
+timestamp, then the name. The pod popped is one of them, not necessarily the first.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from typing import Any
 from .framework import ActionType, ClusterEvent, Code, PreEnqueuePlugin, QueueingHint, Status
 from .nodeinfo import PodInfo
 
-__all__ = ["INITIAL_BACKOFF", "MAX_BACKOFF", "SchedulingQueue"]
+__all__ = ["INITIAL_BACKOFF", "MAX_BACKOFF", "SchedulingQueue", "member_order"]
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
@@ -111,6 +114,13 @@ class _ParkingLot(dict[str, _Parked]):
         if key in self:
             self._forget(key)
         return super().pop(key, *default)
+
+
+def member_order(pod: PodInfo) -> tuple[int, int, float, str]:
+    """The sort key of a pod group's members in its cycles, upstream's
+    ``PodGroupMemberPodsOrderingFunc``: higher priority first, then the member tried
+    more often, then the one queued earlier, then by name (one namespace: the key's order)."""
+    return -pod.priority, -pod.attempts, pod.timestamp, pod.name
 
 
 @dataclass
@@ -275,10 +285,12 @@ class SchedulingQueue:
         return None
 
     def _start_with_siblings(self, key: str) -> PodInfo:
-        pod = self._start(key)
-        if pod.group:
-            self._pull_siblings(pod)
-        return pod
+        pod = self.pods[key]
+        if not pod.group:
+            return self._start(key)
+        members = sorted([key, *self._pull_siblings(pod)], key=lambda k: member_order(self.pods[k]))
+        self._front.extend(members[1:])  # (popped, ``key`` is out of activeQ's heap but still "active")
+        return self._start(members[0])
 
     def _start(self, key: str) -> PodInfo:
         self._where[key] = "inflight"
@@ -287,11 +299,12 @@ class SchedulingQueue:
         pod.attempts += 1
         return pod
 
-    def _pull_siblings(self, pod: PodInfo) -> None:
-        """Queue the group's other members right behind ``pod``: those in activeQ or
-        backoffQ, and those parked after an earlier attempt of the group (not those
-        PreEnqueue holds): a gang is tried as a whole."""
-        for key in sorted(self._groups.get(pod.group_key, ()), key=lambda k: self.pods[k].timestamp):
+    def _pull_siblings(self, pod: PodInfo) -> list[str]:
+        """The group's other members to try with ``pod``: those in activeQ or backoffQ,
+        and those parked after an earlier attempt of the group (not those PreEnqueue
+        holds), made active: a gang is tried as a whole."""
+        out = []
+        for key in self._groups.get(pod.group_key, ()):
             if key == pod.key:
                 continue
             where = self._where.get(key)
@@ -300,7 +313,8 @@ class SchedulingQueue:
                 self._where[key] = "active"
                 where = "active"
             if where in ("active", "backoff"):
-                self._front.append(key)
+                out.append(key)
+        return out
 
     async def pop(self) -> PodInfo:
         """Wait for the next pod (backoffQ is flushed as its entries expire)."""
@@ -392,6 +406,9 @@ class SchedulingQueue:
                 pod = self.pods[key]
                 self._park(pod, frozenset({rejector}))
                 parked.append(pod)
+        if parked and self._front:  # queued behind the failed member: no longer next, nor alone when retried
+            gone = {p.key for p in parked}
+            self._front = deque(k for k in self._front if k not in gone)
         return parked
 
     def group_members(self, group_key: str) -> list[PodInfo]:

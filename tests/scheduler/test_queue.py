@@ -211,6 +211,37 @@ def test_gang_siblings_pop_together_and_park_together() -> None:
     assert q2.pop_nowait() is not None
 
 
+def test_a_gangs_members_are_tried_in_upstreams_member_order() -> None:
+    # upstream's pod group cycle tries a group's pods in PodGroupMemberPodsOrderingFunc's order:
+    # higher priority, then more attempts, then the earlier queue timestamp, then the name; the
+    # pod activeQ pops is one of them, not necessarily the first (queue order would put "old" first)
+    q, clock = make()
+    q.add(PodInfo(pod("old", group="pg")))
+    clock.t += 1
+    q.add(PodInfo(pod("tried", group="pg")))
+    clock.t += 1
+    q.add(PodInfo(pod("b-same-time", group="pg")))
+    q.add(PodInfo(pod("a-same-time", group="pg")))
+    clock.t += 1
+    q.add(PodInfo(pod("high", group="pg", priority=10)))
+    q.add(PodInfo(pod("loner", priority=100)))
+    q.pods["default/tried"].attempts = 2  # tried before (as after a failed attempt of the group)
+    order = [p.name for p in iter(q.pop_nowait, None)]
+    assert order == ["loner", "high", "tried", "old", "a-same-time", "b-same-time"]
+    # the same with members in backoff and parked after the group's earlier attempt: one order
+    q, clock = make()
+    for name, priority in (("m-low", 0), ("m-mid", 5), ("m-top", 9)):
+        q.add(PodInfo(pod(name, group="pg", priority=priority)))
+        clock.t += 1
+    first = q.pop_nowait()
+    assert first is not None and first.name == "m-top"
+    parked = q.park_group("default/pg", "GangScheduling")
+    q.add_unschedulable(first, unschedulable("GangScheduling"), q.scheduling_cycle, {"GangScheduling"})
+    assert sorted(p.name for p in parked) == ["m-low", "m-mid"]
+    q.activate(["default/m-low"])  # one member back in activeQ, its siblings come along
+    assert [p.name for p in iter(q.pop_nowait, None)] == ["m-top", "m-mid", "m-low"]
+
+
 def test_a_hint_narrows_which_events_requeue() -> None:
     clock = Clock()
     events = {"Picky": [ClusterEvent("pods", ActionType.ADD, lambda pod, old, new: new.get("wanted") is True)]}
