@@ -150,6 +150,17 @@ _NODE_CONDITIONS = (
 )
 
 
+# a node's stage_written while its stage's status write is in flight: every version seen is older
+_STAGE_WRITING = 1 << 63
+
+
+def _resource_version(obj: dict[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _node_conditions() -> list[dict[str, str]]:
     """KWOK's ``NodeConditions``: those a healthy kubelet reports."""
     return [{"type": t, "status": s, "reason": r, "message": m} for t, s, r, m in _NODE_CONDITIONS]
@@ -223,7 +234,7 @@ async def _done() -> None:
 
 class _Node:
     __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "lease_ready", "manual", "name", "offset",
-                 "pod_ips", "ready", "renewing", "since", "stage", "stage_gen", "uid", "unschedulable")
+                 "pod_ips", "ready", "renewing", "since", "stage", "stage_gen", "stage_written", "uid", "unschedulable")
 
     def __init__(self, name: str, ip: str, cidr: str, itype: InstanceType, images: NodeImages, offset: float) -> None:
         self.name = name
@@ -248,6 +259,10 @@ class _Node:
         self.since = now_rfc3339()  # Ready's lastTransitionTime
         self.stage: str | None = None  # the node stage whose timer (or write) is pending
         self.stage_gen = 0  # bumps cancel it
+        # the resourceVersion of its last stage's status write (_STAGE_WRITING while that is in
+        # flight): a version of the Node older than it is from before the write, and draws no
+        # stage (it would draw the stage just played again, and write the same status twice)
+        self.stage_written = 0
         # (with node events) the status of its Ready condition last seen ("" for none), and
         # whether its kubelet last saw it cordoned (a kubelet starts thinking it is not)
         self.ready = ""
@@ -839,7 +854,13 @@ class NodeSimulator:
 
     def _schedule_node_stage(self, node: _Node, obj: dict[str, Any]) -> None:
         """Draw the node's next stage and set its timer, as for pods: the draw being the
-        stage already pending, its delay runs on; another (or none) replaces it."""
+        stage already pending, its delay runs on; another (or none) replaces it. A version of
+        the Node from before the last stage's write (an event the informer delivers before
+        that write's own) draws nothing: its write's event, or a later one, will
+        (``_apply_node_stage`` draws from the informer's version once the write answers). As
+        KWOK's stage controller skips a version it has already queued a stage for."""
+        if _resource_version(obj) < node.stage_written:
+            return
         stage = self.node_stages.select(obj)
         if stage is not None and stage.name == node.stage:
             return
@@ -1252,8 +1273,20 @@ class NodeSimulator:
                 for k in ("capacity", "allocatable", "addresses", "images"):
                     if k in status and k not in rendered:
                         rendered[k] = status[k]
-                await self._kubelet(name).patch(resource_path("", "v1", "nodes", name=name, subresource="status"),
-                                                {"status": rendered}, patch_type=self.status_patch)
+                written, node.stage_written = node.stage_written, _STAGE_WRITING
+                try:
+                    answer = await self._kubelet(name).patch(
+                        resource_path("", "v1", "nodes", name=name, subresource="status"), {"status": rendered},
+                        patch_type=self.status_patch)
+                finally:
+                    if node.stage_written == _STAGE_WRITING:  # (else a newer write of it has answered since)
+                        node.stage_written = written
+                node.stage_written = max(node.stage_written, _resource_version(answer))
+                current = self.node_informer.items.get(name)
+                if current is not None and not node.failed and node.stage is None:
+                    # the events that came while it was in flight drew nothing: the informer's
+                    # version, if it is this write's or newer, draws now (an older one's event waits)
+                    self._schedule_node_stage(node, current)
             await self._finish_stage("", name, stage, obj, resource_path("", "v1", "nodes", name=name))
         except (ApiError, httpx.TransportError, OSError) as e:
             STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
