@@ -669,8 +669,9 @@ def prepare_credentials(config: Config, ca_pem: bytes | None = None) -> tuple[Co
         path = config.token_auth_file
         admin = find_admin(read_token_file(path, warn))
         if admin is None:
-            return config, (f"controlplane: {path} has no user in group system:masters, "
-                            f"so no kubeconfig was written to {config.kubeconfig_out}")
+            # still the "serving" line a script waits for, saying why there is no kubeconfig
+            return config, (f"controlplane: serving {config.server_url}; {path} has no user in group "
+                            f"system:masters, so no kubeconfig was written to {config.kubeconfig_out}")
     write_kubeconfig(config.kubeconfig_out, config.server_url, admin.token, user=admin.user, ca_pem=ca_pem)
     kubeconfig = config.kubeconfig_out.resolve()
     return config, (f"controlplane: serving {config.server_url}; kubeconfig for user {admin.user!r} "
