@@ -24,6 +24,7 @@ help:
 	@echo "make bench      run the benchmarks"
 	@echo "make lint       ruff and mypy"
 	@echo "make venv       create .venv and install the project with its test and load extras"
+	@echo "make bytecode   compile the project's modules to __pycache__/ (run, test and bench do it first)"
 	@echo "make etcd       install etcd (Debian's etcd-server) if it is not on PATH"
 	@echo "make clean      remove caches, build output and .controlplane/ (the server's state)"
 	@echo "make distclean  clean, and remove .venv"
