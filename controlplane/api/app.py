@@ -318,9 +318,16 @@ class _KubeRoutes:
             path = path.rstrip("/")  # (go-restful's routes, which upstream's are: a trailing slash trimmed)
             await self._non_resource(scope, receive, send, path, self.discovery)
             return
-        else:
-            if self.flow is not None and scope["type"] == "http":  # /healthz, /version...: flow control too
-                user = (await self._authenticated(scope) or ANONYMOUS) if self.tokens is not None else None
+        else:  # /healthz, /version... (and /metrics under AlwaysAllow): anonymous allowed
+            user = None
+            if self.tokens is not None and scope["type"] == "http":
+                user = await self._authenticated(scope)
+                if user is None:
+                    if _bears_a_token(scope):  # a bad token is refused, not taken as anonymous, as
+                        await KubeApi._respond(send, 401, _UNAUTHORIZED)  # upstream's NewFailOnError
+                        return
+                    user = ANONYMOUS
+            if self.flow is not None and scope["type"] == "http":  # flow control too
                 await self.flow(scope, receive, send, self.app, user)
                 return
             await self.app(scope, receive, send)
@@ -470,6 +477,16 @@ class _KubeRoutes:
 FLOWCONTROL_GROUP = "flowcontrol.apiserver.k8s.io"
 _PEEK_WAIT = 10.0  # seconds the garbage collector's look-up of an owner waits for its kind's cache to load
 _PARSED_OBJECTS = 4096  # the service accounts and bound objects of recent tokens, parsed
+
+def _bears_a_token(scope: dict[str, Any]) -> bool:
+    """Whether the request presents a bearer token (a non-empty one), as upstream's bearer token
+    authenticator finds one: such a request is authenticated by it or refused, never anonymous."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").strip().partition(" ")
+            return scheme.lower() == "bearer" and bool(token.strip())
+    return False
+
 
 _UNAUTHORIZED = orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401})

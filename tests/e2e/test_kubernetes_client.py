@@ -253,6 +253,14 @@ def test_presented_credentials_must_be_a_valid_token(served: Serve) -> None:
     assert r.status_code == 401 and r.json()["reason"] == "Unauthorized"
     assert httpx.get(f"{served.url}/readyz").status_code == 200  # health stays open
     assert httpx.get(f"{served.url}/version").status_code == 200
+    # but a bad token is refused there too, not taken as anonymous, as kube-apiserver's
+    # authentication (union.NewFailOnError) refuses it on every path: it answered 200
+    for path in ("/readyz", "/livez", "/healthz", "/version", "/metrics"):
+        r = httpx.get(f"{served.url}{path}", headers={"authorization": "Bearer not-a-token"})
+        assert (r.status_code, r.json()["reason"]) == (401, "Unauthorized"), path
+        assert httpx.get(f"{served.url}{path}", headers=bearer(served)).status_code == 200, path
+    # another scheme is no token: anonymous, as upstream's bearer authenticator passes it over
+    assert httpx.get(f"{served.url}/readyz", headers={"authorization": "Basic YWRtaW46YWRtaW4="}).text == "ok"
 
 
 def test_without_tls_requests_without_credentials_are_anonymous(tmp_path: Path) -> None:
