@@ -33,6 +33,8 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "make: need python3.11 (or python3 >= 3.11) on PATH" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "make: $(PYTHON) is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'); need 3.11 or newer (PYTHON=/path/to/python3.11)" >&2; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[test,load]'
 	touch $@
