@@ -21,14 +21,29 @@ all agree:
     (80, 2.5, 4611686018427388000, 1e+20)
     >>> go_int(4294967299.0, 32), go_int(3000000000, 32), go_int(1e300, 64)
     (3, -1294967296, -9223372036854775808)
+
+Go's encoder writes a float64 in plain decimal from 1e-6 up to 1e21 and with an exponent
+outside (``json_text``), where orjson changes at 1e-5 and 1e16: ``go_json`` rewrites what
+orjson wrote. ``%v`` (an error message's number) has an exponent below 1e-4 and from 1e6
+(``format_v``).
+
+    >>> json_text(1e20), json_text(1.5e-6), json_text(1e21), json_text(1e-7), json_text(-0.0)
+    ('100000000000000000000', '0.0000015', '1e+21', '1e-7', '-0')
+    >>> go_json(b'{"a":1e+20,"b":"1e+20","c":[1.5e-6,2.5]}')
+    b'{"a":100000000000000000000,"b":"1e+20","c":[0.0000015,2.5]}'
+    >>> format_v(1e20), format_v(1e6), format_v(123456.5), format_v(1e-5), format_v(0.0001)
+    ('1e+20', '1e+06', '123456.5', '1e-05', '0.0001')
 """
 
 from __future__ import annotations
 
+import math
+import re
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["go_int", "may_hold_whole_floats", "whole_floats_written_back", "written_back"]
+__all__ = ["format_v", "go_int", "go_json", "json_text", "may_hold_whole_floats", "whole_floats_written_back",
+           "written_back"]
 
 _INT64_MIN, _INT64_END = -(1 << 63), 1 << 63
 _EXACT = float(1 << 53)  # below it a whole float's digits are its value's
@@ -96,3 +111,75 @@ def whole_floats_written_back(value: Any) -> bool:
                 elif t is dict or t is list:
                     pending.append(v)
     return changed
+
+
+def _digits(x: float) -> tuple[str, int]:
+    """The shortest digits that read back as ``abs(x)`` (Go's precision -1 finds the same as
+    Python's ``repr``), and the decimal exponent of the first: 1.5e-06 is ("15", -6)."""
+    _, digits, exponent = Decimal(repr(abs(x))).as_tuple()
+    assert isinstance(exponent, int)
+    shown = "".join(map(str, digits)).rstrip("0") or "0"
+    return shown, len(digits) + exponent - 1
+
+
+def _plain(shown: str, point: int) -> str:
+    """Digits with the first at the decimal exponent ``point``, without an exponent."""
+    if point < 0:
+        return "0." + "0" * (-point - 1) + shown
+    if len(shown) > point + 1:
+        return shown[:point + 1] + "." + shown[point + 1:]
+    return shown + "0" * (point + 1 - len(shown))
+
+
+def _exponent(shown: str, point: int) -> str:
+    """``strconv.FormatFloat(x, 'e', -1, 64)`` of the digits: two exponent digits at least."""
+    mantissa = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
+    return f"{mantissa}e{'-' if point < 0 else '+'}{abs(point):02d}"
+
+
+def json_text(x: float) -> str:
+    """A finite float64 as Go's ``encoding/json`` writes it (``floatEncoder``): plain decimal
+    (``strconv`` 'f', shortest digits) for 1e-6 <= |x| < 1e21, else 'e' with ``e-07``
+    cleaned up to ``e-7``."""
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    shown, point = _digits(x)
+    sign = "-" if x < 0 else ""
+    if 1e-6 <= abs(x) < 1e21:
+        return sign + _plain(shown, point)
+    text = _exponent(shown, point)
+    if len(text) >= 4 and text[-4:-1] == "e-0":
+        text = text[:-2] + text[-1]
+    return sign + text
+
+
+def format_v(x: float) -> str:
+    """A float64 as Go's ``%v`` prints it (``strconv`` 'g', shortest digits, which decides on
+    the exponent as for precision 6): an exponent below -4 or from 6 up (``1e-05``,
+    ``1e+06``), plain decimal between."""
+    if math.isnan(x) or math.isinf(x):
+        return "NaN" if math.isnan(x) else ("+Inf" if x > 0 else "-Inf")
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    shown, point = _digits(x)
+    return ("-" if x < 0 else "") + (_exponent(shown, point) if point < -4 or point >= 6 else _plain(shown, point))
+
+
+# orjson writes an exponent from 1e16 and below 1e-5, Go from 1e21 and below 1e-6: the
+# numbers the two write differently (a whole float below 1e16, ``80.0``, is ``written_back``)
+_UNLIKE = re.compile(rb"\de(?:-6|\+1[6-9]|\+20)(?![0-9])")
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.]*e[-+][0-9]+')
+
+
+def go_json(encoded: bytes) -> bytes:
+    """orjson's output with each float written as Go's encoder writes it (``json_text``),
+    where orjson writes one otherwise (1e-6 <= |x| < 1e-5 and 1e16 <= |x| < 1e21: ``1e+20``
+    is ``100000000000000000000``). A byte scan when there is none; strings are left alone."""
+    if (b"+" not in encoded and b"e-6" not in encoded) or _UNLIKE.search(encoded) is None:
+        return encoded  # (the "+" alone: memchr)
+
+    def token(m: re.Match[bytes]) -> bytes:
+        text = m.group()
+        return text if text[0] == 0x22 else json_text(float(text)).encode()
+
+    return _TOKENS.sub(token, encoded)

@@ -7,7 +7,15 @@ import math
 import orjson
 import pytest
 
-from controlplane.gonumbers import go_int, may_hold_whole_floats, whole_floats_written_back, written_back
+from controlplane.gonumbers import (
+    format_v,
+    go_int,
+    go_json,
+    json_text,
+    may_hold_whole_floats,
+    whole_floats_written_back,
+    written_back,
+)
 
 
 @pytest.mark.parametrize(("value", "back"), [
@@ -55,3 +63,41 @@ def test_may_hold_whole_floats_finds_each_way_orjson_writes_one() -> None:
     for value in (80.0, 1e16, -3.0, 1e300):
         assert may_hold_whole_floats(orjson.dumps({"a": [value]}))
     assert not may_hold_whole_floats(orjson.dumps({"a": [80, 2.5, "x", True, None, 1e-7]}))
+
+
+@pytest.mark.parametrize(("value", "go"), [
+    (1e20, "100000000000000000000"),              # 'f' below 1e21: orjson wrote 1e+20
+    (2.0 ** 63, "9223372036854776000"),           # the shortest digits, then zeros
+    (9.3e18, "9300000000000000000"),
+    (1e21, "1e+21"),                              # 'e' from 1e21
+    (1.5e300, "1.5e+300"),
+    (1e-6, "0.000001"),                           # 'f' from 1e-6: orjson wrote 1e-6
+    (1.5e-6, "0.0000015"),
+    (1e-7, "1e-7"),                               # 'e', its "e-07" cleaned up
+    (1.5e-10, "1.5e-10"),
+    (5e-324, "5e-324"),
+    (0.1, "0.1"),
+    (-2.5, "-2.5"),
+    (-0.0, "-0"),
+])
+def test_json_text_is_gos_float_encoder(value: float, go: str) -> None:
+    """encoding/json ``floatEncoder``: 'f' for 1e-6 <= |x| < 1e21, else 'e', ``strconv`` precision -1."""
+    assert json_text(value) == go
+    assert float(go) == value
+
+
+def test_go_json_rewrites_only_the_floats_orjson_writes_otherwise() -> None:
+    tree = {"a": 1e20, "b": "1e+20 and 1.5e-6", "c": [1.5e-6, 2.5, 1e21, 1e-7, 1.7e16], "d": {"e\\\"1e+16": 1e16}}
+    assert go_json(orjson.dumps(tree)) == (
+        b'{"a":100000000000000000000,"b":"1e+20 and 1.5e-6","c":[0.0000015,2.5,1e+21,1e-7,17000000000000000],'
+        b'"d":{"e\\\\\\"1e+16":10000000000000000}}')
+    plain = orjson.dumps({"a": 2.5, "b": "x-6", "c": 1e-7, "d": 1e300})
+    assert go_json(plain) is plain
+
+
+@pytest.mark.parametrize(("value", "go"), [
+    (1e20, "1e+20"), (1e6, "1e+06"), (123456.5, "123456.5"), (1e-5, "1e-05"), (0.0001, "0.0001"),
+    (-1.5, "-1.5"), (float("inf"), "+Inf"),
+])
+def test_format_v_is_gos_percent_v(value: float, go: str) -> None:
+    assert format_v(value) == go

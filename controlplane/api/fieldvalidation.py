@@ -19,15 +19,14 @@ variable set by ``request_scope`` for the task serving the request.
 from __future__ import annotations
 
 import contextvars
-import decimal
 import json
-import math
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
 
+from ..gonumbers import format_v
 from ..gostrings import quote
 from ..registry import ResourceType
 from ..registry.validation import (
@@ -607,32 +606,8 @@ def go_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return _go_float(value)
+        return format_v(value)
     return str(value)
-
-
-def _go_float(value: float) -> str:
-    """A float64 as Go's ``%v`` prints it: the shortest digits that read back as it (Python's
-    ``repr`` finds the same), in ``e`` notation for an exponent below -4 or from 6 up
-    (``1e+06``, ``123456.5``, ``1e-05``)."""
-    if math.isnan(value) or math.isinf(value):
-        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
-    if value == 0:
-        return "-0" if math.copysign(1.0, value) < 0 else "0"
-    _, digits, exponent = decimal.Decimal(repr(abs(value))).as_tuple()
-    assert isinstance(exponent, int)
-    point = len(digits) + exponent  # where the decimal point falls after the first digit's place
-    shown = "".join(map(str, digits)).rstrip("0")
-    if point - 1 < -4 or point - 1 >= 6:
-        text = shown[0] + ("." + shown[1:] if len(shown) > 1 else "")
-        text += f"e{'-' if point - 1 < 0 else '+'}{abs(point - 1):02d}"
-    elif point <= 0:
-        text = "0." + "0" * -point + shown
-    else:
-        text = shown[:point] + "0" * max(point - len(shown), 0)
-        if len(shown) > point:
-            text += "." + shown[point:]
-    return ("-" if value < 0 else "") + text
 
 
 def _require(rtype: ResourceType, obj: dict[str, Any], found: Findings) -> None:

@@ -41,6 +41,7 @@ import store
 from store import KeyValue, Store
 
 from ..client.transport import WHOLE_BODY_SCOPE_KEY
+from ..gonumbers import go_json
 from ..mergepatch import merge_patch
 from ..metrics import (
     COMPONENT,
@@ -2992,7 +2993,7 @@ def _presented(rtype: ResourceType, raw: bytes) -> bytes:
     conversion = conversion_for(rtype.group, rtype.version, rtype.kind)
     if conversion is not None:
         return served_bytes(conversion, raw)
-    return orjson.dumps(present(rtype, orjson.loads(raw)))
+    return go_json(orjson.dumps(present(rtype, orjson.loads(raw))))  # (its floats as Go writes them)
 
 
 def _field_selector_of(conversion: Conversion, selector: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from ..gonumbers import may_hold_whole_floats, whole_floats_written_back
+from ..gonumbers import go_json, may_hold_whole_floats, whole_floats_written_back
 
 __all__ = ["encode", "metadata_first", "omit_empty", "served_form", "with_resource_version",
            "without_resource_version"]
@@ -45,10 +45,14 @@ def encode(obj: dict[str, Any], unstructured: bool) -> bytes:
     as kube-apiserver writes the unstructured object it decoded: a whole float (``80.0``, a
     float64 while the request lasted, which its validation saw) is written ``80`` and read
     back as the int it then is (in ``obj`` too, which the write's response is made of);
-    ``gonumbers.written_back``. The common object holds none: two byte scans."""
+    ``gonumbers.written_back``. Its other floats are written as Go writes them too (``1e+20`` is
+    ``100000000000000000000``: ``gonumbers.go_json``). The common object holds none: a few byte
+    scans."""
     stored = orjson.dumps(obj)
-    if unstructured and may_hold_whole_floats(stored) and whole_floats_written_back(obj):
-        stored = orjson.dumps(obj)
+    if unstructured:
+        if may_hold_whole_floats(stored) and whole_floats_written_back(obj):
+            stored = orjson.dumps(obj)
+        stored = go_json(stored)
     return stored
 
 

@@ -217,3 +217,25 @@ async def test_a_custom_resources_whole_float_is_a_float_until_stored(served: Se
     r = await served.http.patch(f"{WIDGETS}/w", params={"fieldManager": "m"}, content=config, headers=APPLY)
     assert r.status_code == 201 and b'"replicas":3}' in r.content, r.text
     assert (await served.http.get(f"{WIDGETS}/w/scale")).json()["spec"]["replicas"] == 3
+
+
+async def test_a_custom_resources_floats_are_written_as_gos_encoder_writes_them(served: Served) -> None:
+    """Go's encoding/json (``floatEncoder``) writes a float64 in plain decimal for
+    1e-6 <= |x| < 1e21 and with an exponent outside, ``e-07`` cleaned up to ``e-7``: a float
+    past an int64 (1e20, read back a float64) is stored and served ``100000000000000000000``.
+    orjson changes form at 1e16 and 1e-5: ``1e+20`` and ``1.5e-6`` were stored and served here."""
+    await served_widgets(served)
+    body = (b'{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":'
+            b'{"big":1e20,"near":9.3e18,"tiny":1.5e-6,"micro":1e-6,"huge":1e21,"small":1e-7,"ratio":2.5,'
+            b'"text":"1e+20"}}')
+    want = (b'"spec":{"big":100000000000000000000,"near":9300000000000000000,"tiny":0.0000015,"micro":0.000001,'
+            b'"huge":1e+21,"small":1e-7,"ratio":2.5,"text":"1e+20"}')
+    r = await served.http.post(WIDGETS, content=body, headers=JSON)
+    assert r.status_code == 201 and want in r.content, r.text
+    assert want in (await served.http.get(f"{WIDGETS}/w")).content
+    assert want in (await served.http.get(WIDGETS)).content
+    r = await served.http.get(WIDGETS, params={"watch": "1", "resourceVersion": "0", "timeoutSeconds": "1"})
+    assert want in r.content.splitlines()[0]
+    r = await served.http.patch(f"{WIDGETS}/w", content=b'{"spec":{"big":2e20}}', headers=MERGE)
+    assert r.status_code == 200 and b'"big":200000000000000000000,' in r.content, r.text
+    assert (await served.http.get(f"{WIDGETS}/w")).json()["spec"]["big"] == 2e20
