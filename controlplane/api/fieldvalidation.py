@@ -228,12 +228,18 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
             converted = converter_error(shape, obj, path)
             if converted is not None:
                 raise _invalid_patch(go_value(strategic), converted)
-        if body is not None and given.startswith("number ") and found.numbers:
-            given = _as_sent(body, obj, found.numbers, given)
+        sent = None
+        if given.startswith("number ") and found.numbers:
+            source = body if body is not None else merge_patch if merge_patch is not None else \
+                json_patch[0] if json_patch is not None else None
+            if source is not None:
+                sent = _sent_float(source, obj, found.numbers, given, body is None and json_patch is not None)
+            if sent is not None:
+                given = f"number {sent[2]}"
         # a built-in kind's in Go's words; a custom resource's (no Go struct) approximated
         why = (go_type_error(shape, path, given) if rtype.custom is None else None) or \
             f"json: cannot unmarshal {given} into Go struct field {rtype.kind}.{path} of type {expected}"
-        raise _undecodable(rtype, method, obj, why)
+        raise _undecodable(rtype, method, obj, why, sent)
     if found.malformed:
         raise _not_decoded(rtype, method, obj, strategic, found.malformed[0])
     problems = found.problems
@@ -284,22 +290,51 @@ def _float_text(token: str) -> _FloatText:
     return number
 
 
-def _as_sent(body: bytes, obj: dict[str, Any], numbers: list[tuple[Any, Any, Any]], given: str) -> str:
-    """Go's ``number 3.0`` for the first float a body gave an integer, with the float's text as
-    the body wrote it (``number 1e2``, ``number 3.00``: what ``strconv.ParseInt`` refused),
-    found where the decoded object has it in the body decoded again; ``given`` (the float as
-    Python writes it) where that fails. Only on the way to a 400."""
+def _sent_float(source: bytes, obj: dict[str, Any], numbers: list[tuple[Any, Any, Any]], given: str,
+                operations: bool = False) -> tuple[Any, Any, str] | None:
+    """Where the first float given an integer is in ``obj`` (its dict or list, and key or index)
+    and its text as the request wrote it (``1e2``, ``3.00``: what Go's ``strconv.ParseInt``
+    refused and its error names), or None where that is not found. ``source``: a create's or
+    update's body, or the merge patch ``obj`` was made with (the same keys lead to it), or,
+    with ``operations``, the JSON patch (the last ``add`` or ``replace`` whose path leads to
+    it). Upstream's json-patch library keeps each value's text (a ``lazyNode``'s raw JSON)
+    through both patches. Only on the way to an error."""
     target = next(((c, k) for c, k, shape in numbers if type(c[k]) is float and shape.expect == "integer"), None)
     if target is None or given != f"number {orjson.dumps(target[0][target[1]]).decode()}":
-        return given
+        return None
     steps = _steps_to(obj, target[0])
+    if steps is None:
+        return None
+    steps.append(target[1])
     try:
-        node: Any = json.loads(body, parse_float=_float_text)
-        for step in (*steps, target[1]) if steps is not None else ():
+        node: Any = json.loads(source, parse_float=_float_text)
+        if operations:
+            node, steps = _operation_value(node, steps)
+        for step in steps:
             node = node[step]
     except (ValueError, KeyError, IndexError, TypeError, RecursionError):
-        return given
-    return f"number {node.text}" if steps is not None and isinstance(node, _FloatText) else given
+        return None
+    if not isinstance(node, _FloatText) or node != target[0][target[1]]:
+        return None
+    return target[0], target[1], node.text
+
+
+def _operation_value(ops: Any, steps: list[Any]) -> tuple[Any, list[Any]]:
+    """The value of the last ``add`` or ``replace`` of ``ops`` whose path leads to ``steps``,
+    and the steps left below it; KeyError if none."""
+    for op in reversed(ops if isinstance(ops, list) else ()):
+        if not isinstance(op, dict) or op.get("op") not in ("add", "replace") or not isinstance(op.get("path"), str) \
+                or "value" not in op:
+            continue
+        tokens = [_decode_pointer_token(t) for t in op["path"].split("/")[1:]]
+        if len(tokens) <= len(steps) and all(str(s) == t or (t == "-" and type(s) is int)  # ("-": an append)
+                                             for s, t in zip(steps, tokens, strict=False)):
+            return op["value"], steps[len(tokens):]
+    raise KeyError("no operation")
+
+
+def _decode_pointer_token(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
 
 
 def _steps_to(root: Any, container: Any) -> list[Any] | None:
@@ -559,13 +594,24 @@ def _duplicate_paths(value: Any, duplicates: dict[int, list[str]], path: str) ->
             yield from _duplicate_paths(v, duplicates, f"{path}[{i}]")
 
 
-def _undecodable(rtype: ResourceType, method: str, obj: dict[str, Any] | list[Any], why: str) -> ApiError:
+def _undecodable(rtype: ResourceType, method: str, obj: dict[str, Any] | list[Any], why: str,
+                 sent: tuple[Any, Any, str] | None = None) -> ApiError:
     """A decoding failure as upstream words it: a create or update is a 400 naming the
-    kind; a patch a 422 with the patched object as the invalid value of ``patch``."""
+    kind; a patch a 422 with the patched object as the invalid value of ``patch`` (with the
+    float ``sent`` locates written as the patch wrote it, as upstream's json-patch library
+    writes it back)."""
     if method != "PATCH":
         return ApiError.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be handled as a '
                                     f"{rtype.kind}: {why}")
-    return _invalid_patch(orjson.dumps(obj).decode(), why)
+    if sent is None:
+        return _invalid_patch(orjson.dumps(obj).decode(), why)
+    container, key, text = sent
+    number = container[key]
+    container[key] = orjson.Fragment(text)
+    try:
+        return _invalid_patch(orjson.dumps(obj).decode(), why)
+    finally:
+        container[key] = number
 
 
 def _not_decoded(rtype: ResourceType, method: str, obj: dict[str, Any], strategic: Any, why: str) -> ApiError:

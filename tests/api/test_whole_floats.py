@@ -119,6 +119,28 @@ async def test_a_json_or_merge_patchs_whole_float_for_an_int_is_422(served: Serv
     assert (await served.client.get(f"{DEPLOYMENTS}/d"))["spec"]["replicas"] == 1
 
 
+@pytest.mark.parametrize(("headers", "patch", "text"), [
+    (MERGE, b'{"spec":{"replicas":1e2}}', "1e2"),
+    (MERGE, b'{"spec":{"replicas":1.50}}', "1.50"),
+    (JSON_PATCH, b'[{"op":"replace","path":"/spec/replicas","value":1E+2}]', "1E+2"),
+    (JSON_PATCH, b'[{"op":"add","path":"/spec/template/spec/containers/-","value":{"name":"b","image":"y",'
+                 b'"ports":[{"containerPort":8.080e3}]}}]', "8.080e3"),
+    (MERGE, b'{"spec":{"template":{"spec":{"containers":[{"name":"a","image":"x","ports":[{"containerPort":'
+            b'-0.0}]}]}}}}', "-0.0"),
+])
+async def test_a_json_or_merge_patchs_refused_float_is_named_as_the_patch_wrote_it(
+        served: Served, headers: dict[str, str], patch: bytes, text: str) -> None:
+    """Upstream's json-patch library (v4) keeps each value's raw JSON (a ``lazyNode``) through
+    a merge patch and a JSON patch, so the patched JSON holds the number as the patch wrote
+    it, and the Go decoder's error names that text (``number 1e2``), the 422's invalid value
+    shows it too. It said ``number 100.0`` (Python's writing of the float) here."""
+    await served.client.create(DEPLOYMENTS, json.loads(deployment()))
+    r = await served.http.patch(f"{DEPLOYMENTS}/d", content=patch, headers=headers)
+    message = status(r, 422, "Invalid")["message"]
+    assert f": json: cannot unmarshal number {text} into Go struct field " in message, message
+    assert f'\\":{text}' in message and "100.0" not in message and "8080.0" not in message, message
+
+
 async def test_a_server_side_apply_takes_a_whole_float_for_an_int(served: Served) -> None:
     """apiserver patch.go ``applyPatcher``: the body is read by apimachinery's
     ``util/yaml.Unmarshal``, sigs.k8s.io/yaml's ``yamlToJSONTarget`` (go-yaml, then
