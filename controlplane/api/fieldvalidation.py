@@ -322,7 +322,8 @@ def _sent_float(source: bytes, obj: dict[str, Any], numbers: list[tuple[Any, Any
 def _operation_value(ops: Any, steps: list[Any]) -> tuple[Any, list[Any]]:
     """The value of the last ``add`` or ``replace`` of ``ops`` whose path leads to ``steps``,
     and the steps left below it; KeyError if none."""
-    for op in reversed(ops if isinstance(ops, list) else ()):
+    listed: list[Any] = ops if isinstance(ops, list) else []
+    for op in reversed(listed):
         if not isinstance(op, dict) or op.get("op") not in ("add", "replace") or not isinstance(op.get("path"), str) \
                 or "value" not in op:
             continue
