@@ -31,9 +31,12 @@ from ..registry.managedfields import (
     LAST_APPLIED,
     SCALE_TYPE,
     Conflicts,
+    apply_shape,
     manager_from_user_agent,
 )
+from ..registry.shapes import Shape as ApplyShape
 from ..registry.strategies import default
+from ..registry.typedcheck import typed_errors
 from ..registry.validation import Shape, convert_numbers, converter_error, metadata_shape, shape_of
 from .errors import ApiError
 from .fieldvalidation import add_warning, field_validation, note_yaml_duplicates, yaml_unmarshal_errors
@@ -314,10 +317,11 @@ def _check_config(rtype: ResourceType, config: dict[str, Any]) -> None:
     ``metadata`` is ObjectMeta whatever its CRD says, as upstream's field manager types it
     (``labels: {a: 1}`` applied was stored, then refused by every update of the object)."""
     errors: list[str] = []
+    apply = apply_shape(rtype)
     if rtype.custom is not None:
-        _typed_errors(metadata_shape(), {"metadata": config["metadata"]}, errors)
+        _typed_errors(metadata_shape(), apply, {"metadata": config["metadata"]}, errors)
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
-    unconverted = _typed_errors(shape, config, errors) if shape is not None else None
+    unconverted = _typed_errors(shape, apply, config, errors) if shape is not None else None
     if errors:
         why = errors[0] if len(errors) == 1 else "errors:\n" + "\n".join("  " + e for e in errors)
         raise ApiError.bad_request(f"failed to create typed patch object ({object_gvknn(rtype, config)}): {why}")
@@ -340,21 +344,24 @@ def object_gvknn(rtype: ResourceType, config: dict[str, Any]) -> str:
     return f"{namespace}/{name}; {rtype.group}/{rtype.version}, Kind={rtype.kind}"
 
 
-def _typed_errors(shape: Shape, config: dict[str, Any], errors: list[str]) -> str | None:
-    """What keeps ``config`` from being a typed value of ``shape``, in the field manager's words;
-    returns the unstructured converter's error for a number the typed value takes and the Go
-    type does not (3.5 for an int32: structured-merge-diff's ``validateScalar`` takes any
-    number for a ``Numeric``, and anything for an IntOrString), else None. Numbers the converter
-    takes are converted in place (an int past an int32 keeps its low bits, as Go's conversion)."""
+def _typed_errors(shape: Shape, apply: ApplyShape | None, config: dict[str, Any], errors: list[str]) -> str | None:
+    """What keeps ``config`` from being a typed value of ``shape``, in structured-merge-diff's
+    words (``typedcheck``: ``.spec.replicas: expected numeric (int or float), got string``,
+    ``apply`` naming the associative lists' items, ``[name="c"]``); returns the unstructured
+    converter's error for a number the typed value takes and the Go type does not (3.5 for an
+    int32: structured-merge-diff's ``validateScalar`` takes any number for a ``Numeric``, and
+    anything for an IntOrString), else None. Numbers the converter takes are converted in
+    place (an int past an int32 keeps its low bits, as Go's conversion)."""
     found = shape.check(config, count_keys=False)
     if found.numbers and convert_numbers(found.numbers):
         found = shape.check(config, count_keys=False)
+    typed = typed_errors(shape, apply, config)
+    if not typed:  # (what the walk above alone finds: a Quantity or Time that does not parse)
+        typed = [f".{path}: expected {expected}, got {given}" for path, given, expected in found.mismatched
+                 if not given.startswith("number ")]
+        typed += [p for p in found.malformed if not p.startswith(_INT_OR_STRING_NUMBER)]
+    errors += typed
     numbers = [m for m in found.mismatched if m[1].startswith("number ")]  # (a float for an int)
-    errors += [f".{path}: expected {expected}, got {given}" for path, given, expected in found.mismatched
-               if not given.startswith("number ")]
-    errors += [f".{p[len('unknown field ') + 1:-1]}: field not declared in schema" for p in found.problems
-               if p.startswith("unknown field ")]
-    errors += [p for p in found.malformed if not p.startswith(_INT_OR_STRING_NUMBER)]
     if numbers:
         return converter_error(shape, config, numbers[0][0]) or "cannot convert float64 to int"
     return next((p for p in found.malformed if p.startswith(_INT_OR_STRING_NUMBER)), None)

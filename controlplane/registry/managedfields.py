@@ -64,8 +64,8 @@ from .typed import ShapeError, compare, created_set, equal, field_set, merge, re
 from .types import ResourceType
 
 __all__ = ["APPLY", "KUBECTL", "LAST_APPLIED", "SCALE", "SCALE_TYPE", "UPDATE", "Conflict", "Conflicts", "Entry",
-           "ShapeError", "apply", "apply_scale", "decode", "manager_from_user_agent", "record_scale", "record_write",
-           "revert_times", "value_at"]
+           "ShapeError", "apply", "apply_scale", "apply_shape", "decode", "manager_from_user_agent", "record_scale",
+           "record_write", "revert_times", "value_at"]
 
 APPLY, UPDATE = "Apply", "Update"
 SCALE = "scale"
@@ -158,7 +158,7 @@ def _now() -> str:
     return _clock[1]
 
 
-def _shape(rtype: ResourceType) -> Shape:
+def apply_shape(rtype: ResourceType) -> Shape:
     """The structure of ``rtype`` as apply sees it: a custom resource's from its CRD's schema."""
     custom = rtype.custom
     if custom is not None and custom.schema is not None:
@@ -324,7 +324,7 @@ def record_write(rtype: ResourceType, old: dict[str, Any] | None, new: dict[str,
         entries = (decode(old.get("metadata", {}).get("managedFields", []), trusted=True) if old else None) or []
     if old is not None and not entries:
         return  # nobody's fields are tracked: an update does not start (upstream's skipNonAppliedManager)
-    shape = _shape(rtype)
+    shape = apply_shape(rtype)
     with_meta = subresource not in ("status", "approval") or old is None or _meta_moved(old, new)
     try:
         new_view = _stored_form(rtype, _view(new, rtype, subresource, with_meta))
@@ -537,7 +537,7 @@ def _last_applied_set(rtype: ResourceType, live: dict[str, Any], subresource: st
         return None
     if not isinstance(last, dict) or last.get("apiVersion") != rtype.api_version:
         return None
-    shape = _shape(rtype)
+    shape = apply_shape(rtype)
     try:
         last_view = _view(last, rtype, subresource)
         fields = field_set(last_view, shape)
@@ -560,7 +560,7 @@ def _has(tree: Tree, path: tuple[str, ...]) -> bool:
 def _apply(rtype: ResourceType, live: dict[str, Any] | None, config: dict[str, Any], manager: str,
            subresource: str | None, force: bool,
            defaults: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
-    shape = _shape(rtype)
+    shape = apply_shape(rtype)
     base = live or {}
     entries = decode(base.get("metadata", {}).get("managedFields", []), trusted=True) or []
     sub = subresource or ""

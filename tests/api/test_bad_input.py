@@ -129,9 +129,12 @@ async def test_an_apply_to_an_existing_object_is_typed_as_its_create(client: Cli
                                     APPLY, fieldManager="m")
 
     await apply("metadata: {name: c}\ndata: {k: v}\n")
-    for config, why in [("data: {k: 1}\n", ".data.k: expected string, got number"),
-                        ('immutable: "yes"\n', ".immutable: expected bool, got string"),
-                        ("metadata: {labels: {a: {b: c}}}\n", ".metadata.labels.a: expected string, got object"),
+    # structured-merge-diff's words (typed/validate.go ``validateScalar``): ``%#v`` and ``%v`` of
+    # the *value.valueUnstructured it holds
+    for config, why in [("data: {k: 1}\n", ".data.k: expected string, got &value.valueUnstructured{Value:1}"),
+                        ('immutable: "yes"\n', ".immutable: expected boolean, got &{yes}"),
+                        ("metadata: {labels: {a: {b: c}}}\n", ".metadata.labels.a: expected string, got "
+                         '&value.valueUnstructured{Value:map[string]interface {}{"b":"c"}}'),
                         ("bogus: 1\n", ".bogus: field not declared in schema")]:
         e = await refused(apply(config), 400)
         assert e.message == f"failed to create typed patch object (/; /v1, Kind=ConfigMap): {why}"  # (no name)

@@ -524,19 +524,18 @@ async def test_a_custom_resources_applied_metadata_is_typed_as_object_meta(serve
     widget = {"apiVersion": "fz.io/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"x": 1}}
     created = await served.client.create(widgets, widget)
     apply = {"Content-Type": "application/apply-patch+yaml"}
-    for meta, why in (({"labels": {"a": 1}}, ".metadata.labels.a: expected string, got number"),
-                      ({"finalizers": "x"}, ".metadata.finalizers: expected array, got string"),
-                      ({"ownerReferences": 5}, ".metadata.ownerReferences: expected array, got number")):
+    # structured-merge-diff's words (typed/validate.go); finalizers are a set (``+listType=set``),
+    # whose explicit null no item can be named by (helpers.go ``setItemToPathElement``)
+    for meta, why in (({"labels": {"a": 1}}, ".metadata.labels.a: expected string, got "
+                                             "&value.valueUnstructured{Value:1}"),
+                      ({"finalizers": "x"}, ".metadata.finalizers: expected list, got &{x}"),
+                      ({"ownerReferences": 5}, ".metadata.ownerReferences: expected list, got &{5}"),
+                      ({"finalizers": [None]}, ".metadata.finalizers: element 0: associative list without keys "
+                                               "has an element that's an explicit null")):
         resp = await served.http.patch(f"{widgets}/w", params={"fieldManager": "m", "force": "true"}, headers=apply,
                                        json={**widget, "metadata": {"name": "w", **meta}})
         status = assert_status(resp, 400, "BadRequest")
         assert status["message"] == f"failed to create typed patch object (/w; fz.io/v1, Kind=Widget): {why}"
-    # a null finalizer is Go's "" once decoded: refused by the validation, as a create's is
-    resp = await served.http.patch(f"{widgets}/w", params={"fieldManager": "m", "force": "true"}, headers=apply,
-                                   json={**widget, "metadata": {"name": "w", "finalizers": [None]}})
-    status = assert_status(resp, 422, "Invalid")
-    assert status["details"]["causes"][0]["field"] == "metadata.finalizers"
-    assert status["details"]["causes"][0]["message"].startswith('Invalid value: "": name part must be non-empty')
     stored = await served.client.get(f"{widgets}/w")
     assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     assert (await served.http.put(f"{widgets}/w", json=stored)).status_code == 200

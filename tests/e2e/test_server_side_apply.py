@@ -438,3 +438,34 @@ def test_cleared_managed_fields_stay_cleared_until_an_apply(api: client.ApiClien
     applied = raw_apply(api, path, body, fieldManager="applier", force="true")
     assert {(m["manager"], m["operation"]) for m in applied["metadata"]["managedFields"]} == \
         {("before-first-apply", "Update"), ("applier", "Apply")}
+
+
+def test_kubectl_server_side_apply_of_a_mistyped_configuration_is_refused_in_structured_merge_diffs_words(
+        served: Serve) -> None:
+    """The field manager types the configuration with structured-merge-diff before the merge
+    (typed/validate.go): its errors name keyed list items by their keys
+    (``[name="web"]``, fieldpath ``PathElement.String``) and read ``expected numeric (int or
+    float), got string``, ``expected list, got &{map[...]}``, several after ``errors:``. They
+    read ``expected int, got string`` with ``containers[0]`` here."""
+    manifest = named("typed-web", "typed-settings").split("---")[0]
+    assert apply(served, manifest).returncode == 0
+    cases = [
+        (manifest.replace("replicas: 2", "replicas: two"),
+         ".spec.replicas: expected numeric (int or float), got string"),
+        (manifest.replace("ports: [{containerPort: 80}]", "ports: {containerPort: 80}"),
+         '.spec.template.spec.containers[name="web"].ports: expected list, got &{map[containerPort:80]}'),
+        (manifest.replace("image: nginx:1.27", "image: nginx:1.27\n        bogus: 1"),
+         '.spec.template.spec.containers[name="web"].bogus: field not declared in schema'),
+        (manifest.replace("- name: log", "- name: web"),
+         '.spec.template.spec.containers: duplicate entries for key [name="web"]'),
+        (manifest.replace("selector: {matchLabels: {app: web}}", "selector: [app]")
+         .replace("replicas: 2", "replicas: x"),
+         'errors:\n  .spec.replicas: expected numeric (int or float), got string\n'
+         '  .spec.selector: expected map, got &{[app]}'),
+    ]
+    for config, why in cases:
+        r = apply(served, config)
+        assert r.returncode != 0
+        assert "failed to create typed patch object (default/typed-web; apps/v1, Kind=Deployment): " + why \
+            in r.stderr, r.stderr
+    assert get(served, "deployment", "typed-web")["spec"]["replicas"] == 2
