@@ -36,7 +36,7 @@ from ..registry.managedfields import (
 )
 from ..registry.shapes import Shape as ApplyShape
 from ..registry.strategies import default
-from ..registry.typedcheck import typed_errors
+from ..registry.typedcheck import custom_type, typed_errors
 from ..registry.validation import Shape, convert_numbers, converter_error, metadata_shape, shape_of
 from .errors import ApiError
 from .fieldvalidation import add_warning, field_validation, note_yaml_duplicates, yaml_unmarshal_errors
@@ -308,6 +308,10 @@ def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: by
     return config
 
 
+# what every object has whatever its CRD's schema says (metadata is ObjectMeta's)
+_OBJECT_FIELDS = frozenset({"apiVersion", "kind", "metadata"})
+
+
 def _check_config(rtype: ResourceType, config: dict[str, Any]) -> None:
     """As upstream's field manager makes the configuration a typed value of the kind's
     schema before it merges it: a field the schema does not declare, a value of another
@@ -320,6 +324,9 @@ def _check_config(rtype: ResourceType, config: dict[str, Any]) -> None:
     apply = apply_shape(rtype)
     if rtype.custom is not None:
         _typed_errors(metadata_shape(), apply, {"metadata": config["metadata"]}, errors)
+        if rtype.custom.schema is not None:  # the rest by its CRD's schema
+            errors += typed_errors(custom_type(rtype.custom.schema), apply,
+                                   {k: v for k, v in config.items() if k not in _OBJECT_FIELDS})
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
     unconverted = _typed_errors(shape, apply, config, errors) if shape is not None else None
     if errors:

@@ -34,9 +34,9 @@ from ..gonumbers import format_v
 from ..gostrings import quote, quote_list
 from . import shapes
 from .fieldpath import key_element, path_string, set_element
-from .validation import Shape
+from .validation import Shape, compile_schema
 
-__all__ = ["typed_errors"]
+__all__ = ["custom_type", "typed_errors"]
 
 # scalars kube-openapi's schemaconv makes untyped (a string format it does not know, a
 # Quantity): any scalar is one
@@ -49,6 +49,28 @@ def typed_errors(shape: Shape, apply_shape: shapes.Shape | None, config: Any) ->
     errors: list[tuple[str, str]] = []
     _walk(shape, apply_shape, config, "", errors)
     return [f"{path}: {message}" if path else message for path, message in errors]
+
+
+_customs: dict[int, tuple[dict[str, Any], Shape]] = {}
+_CUSTOM_LIMIT = 256
+
+
+def custom_type(openapi_schema: dict[str, Any]) -> Shape:
+    """The types of a custom resource version served with this ``openAPIV3Schema`` (no
+    ``$ref``; cached while the schema lives); what ``x-kubernetes-preserve-unknown-fields``
+    keeps is not typed. Its ``apiVersion``, ``kind`` and ``metadata`` are not the schema's."""
+    got = _customs.get(id(openapi_schema))
+    if got is not None and got[0] is openapi_schema:
+        return got[1]
+
+    def no_refs(ref: str) -> dict[str, Any]:
+        raise ValueError(f"a custom resource schema cannot use $ref ({ref})")
+
+    shape = compile_schema(openapi_schema, no_refs)
+    if len(_customs) >= _CUSTOM_LIMIT:
+        _customs.clear()
+    _customs[id(openapi_schema)] = (openapi_schema, shape)
+    return shape
 
 
 def _walk(shape: Shape, apply: shapes.Shape | None, value: Any, path: str, errors: list[tuple[str, str]]) -> None:
@@ -97,6 +119,8 @@ def _map(shape: Shape, apply: shapes.Shape | None, value: dict[str, Any], path: 
         if sub is None:
             sub = values
         if sub is None:
+            if granular and apply is not None and apply.field(k) is not None:
+                continue  # (an embedded resource's apiVersion, kind and metadata; what is preserved)
             errors.append((f"{path}.{k}", "field not declared in schema"))
             return
         _walk(sub, (apply.field(k) if granular else None) if apply is not None else None, v, f"{path}.{k}", errors)

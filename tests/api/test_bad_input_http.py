@@ -541,6 +541,44 @@ async def test_a_custom_resources_applied_metadata_is_typed_as_object_meta(serve
     assert (await served.http.put(f"{widgets}/w", json=stored)).status_code == 200
 
 
+async def test_a_custom_resources_applied_configuration_is_typed_by_its_crds_schema(served: Served) -> None:
+    """The field manager types a custom resource's configuration by its CRD's schema, as a
+    built-in's (structured-merge-diff's words): a value of another type is the apply's 400, not
+    the validation's 422, and a map list's items are named by their keys. What the schema
+    preserves (``x-kubernetes-preserve-unknown-fields``) and an embedded resource's
+    apiVersion, kind and metadata are not typed."""
+    widgets = "/apis/fz.io/v1/namespaces/default/widgets"
+    item = {"type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string"}, "n": {"type": "integer"},
+                           "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                           "res": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                   "x-kubernetes-preserve-unknown-fields": True}}}
+    assert (await served.http.post(CRDS, json=widget_crd({
+        "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+        "items": item}))).status_code == 201
+    for _ in range(50):
+        if (await served.http.get(widgets)).status_code == 200:
+            break
+        await asyncio.sleep(0.1)
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+
+    async def applied(x: Any) -> httpx.Response:
+        config = {"apiVersion": "fz.io/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"x": x}}
+        return await served.http.patch(f"{widgets}/w", params={"fieldManager": "m", "force": "true"}, headers=apply,
+                                       json=config)
+
+    ok = [{"name": "a", "n": 1, "raw": {"any": ["thing"]},
+           "res": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}}]
+    assert (await applied(ok)).status_code == 201
+    for x, why in (([{"name": "a", "n": "one"}], '.spec.x[name="a"].n: expected numeric (int or float), got string'),
+                   ({"name": "a"}, ".spec.x: expected list, got &{map[name:a]}"),
+                   ([{"name": "a", "m": 1}], '.spec.x[name="a"].m: field not declared in schema'),
+                   ([{"name": "a"}, {"name": "a"}], '.spec.x: duplicate entries for key [name="a"]')):
+        status = assert_status(await applied(x), 400, "BadRequest")
+        assert status["message"] == f"failed to create typed patch object (/w; fz.io/v1, Kind=Widget): {why}"
+    assert (await served.client.get(f"{widgets}/w"))["spec"]["x"] == ok
+
+
 async def test_a_persistent_volumes_required_node_affinity_needs_a_term(served: Served) -> None:
     # validateVolumeNodeAffinity's ValidateNodeSelector: [] was taken, stored null, and then
     # every update of the volume read back was refused (nodeSelectorTerms: Required value)
