@@ -573,7 +573,8 @@ class KubeApi:
         converting = CUSTOM_CONVERSION.get()
         if converting is not None and converting.stored and self.conversions is not None:
             obj = await self.conversions.answer(converting, obj)  # a write stored in another version
-        await self._respond(send, code, obj.raw if isinstance(obj, Written) else orjson.dumps(obj))
+        # (floats as Go's encoder writes them: a custom resource's delete answers the object)
+        await self._respond(send, code, obj.raw if isinstance(obj, Written) else go_json(orjson.dumps(obj)))
 
     @staticmethod
     async def _body(scope: Scope, receive: Receive) -> bytes:

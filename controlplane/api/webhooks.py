@@ -87,7 +87,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..gonumbers import may_hold_whole_floats, whole_floats_written_back
+from ..gonumbers import go_json, may_hold_whole_floats, whole_floats_written_back
 from ..metrics import (
     ADMISSION_MATCH_CONDITION_EXCLUSIONS,
     ADMISSION_WEBHOOK_DURATION,
@@ -500,6 +500,7 @@ class AdmissionWebhooks:
                                      await self._as(request.old, request.rtype, invocation.rtype)))})
             if may_hold_whole_floats(body):
                 body = _as_go_writes(body)
+            body = go_json(body)  # (its other floats: 1e+20 is 100000000000000000000)
             posted = time.perf_counter()
             try:
                 answer = await self.clients.post(endpoint, body, float(spec.get("timeoutSeconds") or 10))

@@ -173,11 +173,16 @@ def test_a_webhook_sees_a_custom_resources_whole_float_as_go_writes_it(api: Api,
     api.configure(VALIDATING, "floats", [webhook("floats.example.com", hook, "/allow", rules=[{
         "operations": ["CREATE"], "apiGroups": ["example.com"], "apiVersions": ["v1"], "resources": ["floats"]}])])
     r = api.http.post(floats, headers={"Content-Type": "application/json"}, content=(
-        b'{"apiVersion":"example.com/v1","kind":"Float","metadata":{"name":"f"},"spec":{"port":80.0,"half":2.5}}'))
+        b'{"apiVersion":"example.com/v1","kind":"Float","metadata":{"name":"f"},"spec":{"port":80.0,"half":2.5,'
+        b'"big":1e20}}'))
     assert r.status_code == 201, r.text
     (review,) = [rv for rv in hook.seen("/allow") if rv.get("name") == "f"]
     port = review["object"]["spec"]["port"]
     assert (port, type(port), review["object"]["spec"]["half"]) == (80, int, 2.5)
+    # Go writes a float64 below 1e21 in plain decimal (encoding/json floatEncoder), which
+    # Python's json reads as an int: it was sent as 1e+20
+    big = review["object"]["spec"]["big"]
+    assert (big, type(big)) == (10 ** 20, int)
 
 
 def test_a_validating_webhooks_refusal_as_kubectl_shows_it(api: Api, hook: WebhookServer, served: Serve) -> None:

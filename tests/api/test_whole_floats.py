@@ -261,3 +261,5 @@ async def test_a_custom_resources_floats_are_written_as_gos_encoder_writes_them(
     r = await served.http.patch(f"{WIDGETS}/w", content=b'{"spec":{"big":2e20}}', headers=MERGE)
     assert r.status_code == 200 and b'"big":200000000000000000000,' in r.content, r.text
     assert (await served.http.get(f"{WIDGETS}/w")).json()["spec"]["big"] == 2e20
+    r = await served.http.delete(f"{WIDGETS}/w")  # (the object deleted is the answer)
+    assert r.status_code == 200 and b'"big":200000000000000000000,' in r.content, r.text
