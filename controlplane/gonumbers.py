@@ -167,16 +167,29 @@ def format_v(x: float) -> str:
 
 # orjson writes an exponent from 1e16 and below 1e-5, Go from 1e21 and below 1e-6: the
 # numbers the two write differently (a whole float below 1e16, ``80.0``, is ``written_back``)
-_UNLIKE = re.compile(rb"\de(?:-6|\+1[6-9]|\+20)(?![0-9])")
+_UNLIKE = re.compile(rb"e(?:-6|\+1[6-9]|\+20)(?![0-9])")  # (matched after a digit)
 _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.]*e[-+][0-9]+')
+
+
+def _unlike(encoded: bytes) -> bool:
+    """Whether orjson wrote a float in ``encoded`` as Go would not: byte searches for the
+    exponents (``+`` first, a memchr), each hit checked where it is (base64 holds a few)."""
+    markers = (b"e+1", b"e+20", b"e-6") if b"+" in encoded else (b"e-6",)
+    for marker in markers:
+        at = encoded.find(marker)
+        while at > 0:
+            if 0x30 <= encoded[at - 1] <= 0x39 and _UNLIKE.match(encoded, at):
+                return True
+            at = encoded.find(marker, at + 1)
+    return False
 
 
 def go_json(encoded: bytes) -> bytes:
     """orjson's output with each float written as Go's encoder writes it (``json_text``),
     where orjson writes one otherwise (1e-6 <= |x| < 1e-5 and 1e16 <= |x| < 1e21: ``1e+20``
-    is ``100000000000000000000``). A byte scan when there is none; strings are left alone."""
-    if (b"+" not in encoded and b"e-6" not in encoded) or _UNLIKE.search(encoded) is None:
-        return encoded  # (the "+" alone: memchr)
+    is ``100000000000000000000``). A few byte scans when there is none; strings are left alone."""
+    if not _unlike(encoded):
+        return encoded
 
     def token(m: re.Match[bytes]) -> bytes:
         text = m.group()
