@@ -17,7 +17,7 @@ package, for JSON values).
   everything else replaced.
 - ``remove(value, paths)``: the value without these members (what apply prunes).
 
-A list item that cannot be identified (an associative item without its keys
+A list item that cannot be identified (an associative item with none of its keys
 and no default for them, a duplicate in a configuration) raises ``ShapeError``.
 A stored object's list may hold an element twice: as upstream, the duplicated
 items are one member as a whole (no field below them is anyone's), and an
@@ -32,10 +32,12 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from ..gostrings import quote_list
 from .fieldpath import SELF, Tree, key_element, path_string, remember_ordered, set_element
 from .shapes import DEDUCED, WALK_DICT, WALK_LIST, Kind, Shape
 
-__all__ = ["Comparison", "ShapeError", "compare", "created_set", "equal", "field_set", "merge", "remove"]
+__all__ = ["Comparison", "ShapeError", "compare", "created_set", "equal", "field_set", "item_element", "merge",
+           "remove"]
 
 # The fields the empty object of every kind has (a Go zero value marshals them).
 _ZERO_TOP = frozenset({"metadata", "spec", "status"})
@@ -94,28 +96,36 @@ _NUMBERS = (bool, int, float)
 
 
 # -- identifying list items ------------------------------------------------------------
-def _element(shape: Shape, item: Any) -> str:
+def item_element(shape: Shape, item: Any) -> str:
+    """The element naming a list item: a set's ``v:<value>``, an associative list's
+    ``k:{...}`` of the key fields it has (or its schema defaults), as structured-merge-diff's
+    ``keyedAssociativeListItemToPathElement`` since optional map keys (v6): an item with some
+    of its keys is named by those; one with none of them (nor their defaults), or no object,
+    is a ``ShapeError`` in its words."""
     if shape.kind is Kind.SET:
         return set_element(item)
+    if item is None:
+        raise ShapeError("associative list with keys may not have a null element")
     if not isinstance(item, dict):
-        raise ShapeError(f"an item of an associative list must be an object, not {item!r}")
+        raise ShapeError("associative list with keys may not have non-map elements")
     key: dict[str, Any] = {}
     for name in shape.keys:
         if name in item:
             key[name] = item[name]
         elif name in shape.key_defaults:
             key[name] = shape.key_defaults[name]
-        else:
-            raise ShapeError(f"associative list with keys has an element that omits key field {_quoted(name)} "
-                             "(and doesn't have default value)")
+    if not key:
+        raise ShapeError(f"associative list with keys has an element that omits all key fields "
+                         f"{quote_list(list(shape.keys))} (and doesn't have default values for any key fields)")
     return key_element(key)
+
 
 
 def _index(shape: Shape, items: list[Any]) -> dict[str, Any]:
     """The items of a set or associative list by element; duplicates are an error."""
     out: dict[str, Any] = {}
     for item in items:
-        element = _element(shape, item)
+        element = item_element(shape, item)
         if element in out:
             raise ShapeError(f"duplicate entries for key {path_string((element,))}")
         out[element] = item
@@ -131,7 +141,7 @@ def _group(shape: Shape, items: list[Any]) -> dict[str, list[Any]]:
     must not have them."""
     out: dict[str, list[Any]] = {}
     for item in items:
-        element = _element(shape, item)
+        element = item_element(shape, item)
         group = out.get(element)
         if group is None:
             out[element] = [item]
@@ -198,14 +208,10 @@ def _item_error(shape: Shape, items: list[Any], error: ShapeError) -> str:
     item that cannot be identified (``element 0: ...``)."""
     for i, item in enumerate(items):
         try:
-            _element(shape, item)
+            item_element(shape, item)
         except ShapeError as e:
             return f"element {i}: {e}"
     return str(error)
-
-
-def _quoted(name: str) -> str:
-    return orjson.dumps(name).decode()
 
 
 # One leaf shared by the sets a create makes: most nodes are leaves, and the sets
@@ -423,7 +429,7 @@ def _merge_list(live: list[Any], config: list[Any], shape: Shape) -> list[Any]:
     elem = shape.elem
     config_items = _index(shape, config)
     rhs = list(config_items)
-    lhs = [_element(shape, item) for item in live]
+    lhs = [item_element(shape, item) for item in live]
     live_items: dict[str, Any] = {}
     for element, item in zip(lhs, live, strict=True):
         # a duplicated live element is not merged: the configuration's item replaces all of them
@@ -490,7 +496,7 @@ def remove(value: Any, tree: Tree, shape: Shape) -> Any:
     elem = shape.elem
     items: list[Any] = []
     for item in value:
-        node = tree.get(_element(shape, item))
+        node = tree.get(item_element(shape, item))
         if node is None:
             items.append(item)
         elif node and SELF not in node:

@@ -31,9 +31,10 @@ from typing import Any
 import orjson
 
 from ..gonumbers import format_v
-from ..gostrings import quote, quote_list
+from ..gostrings import quote
 from . import shapes
-from .fieldpath import key_element, path_string, set_element
+from .fieldpath import path_string, set_element
+from .typed import ShapeError, item_element
 from .validation import Shape, compile_schema
 
 __all__ = ["custom_type", "typed_errors"]
@@ -162,20 +163,10 @@ def _element(apply: shapes.Shape, item: Any) -> tuple[str | None, str]:
         if item is None:
             return None, "associative list without keys has an element that's an explicit null"
         return set_element(item), ""
-    if item is None:
-        return None, "associative list with keys may not have a null element"
-    if type(item) is not dict:
-        return None, "associative list with keys may not have non-map elements"
-    key: dict[str, Any] = {}
-    for name in apply.keys:
-        if name in item:
-            key[name] = item[name]
-        elif apply.key_defaults.get(name) is not None:
-            key[name] = apply.key_defaults[name]
-    if not key:
-        return None, ("associative list with keys has an element that omits all key fields "
-                      f"{quote_list(list(apply.keys))} (and doesn't have default values for any key fields)")
-    return key_element(key), ""
+    try:
+        return item_element(apply, item), ""
+    except ShapeError as e:
+        return None, str(e)
 
 
 def _go_type(value: Any) -> str:

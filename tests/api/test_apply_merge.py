@@ -84,7 +84,8 @@ async def test_an_applied_field_no_schema_declares_is_refused(client: Client) ->
     with pytest.raises(ClientError) as err:
         await client.patch(f"{WIDGETS}/w", widget({"items": [{"value": "x"}]}), "apply", fieldManager="one")
     assert err.value.message.endswith('.spec.items: element 0: associative list with keys has an element that '
-                                      'omits key field "name" (and doesn\'t have default value)')
+                                      'omits all key fields ["name"] (and doesn\'t have default values for any key '
+                                      'fields)')
     with pytest.raises(ClientError):
         await client.get(f"{WIDGETS}/w")
     # what the schema preserves may be anything

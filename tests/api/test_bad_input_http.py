@@ -579,6 +579,26 @@ async def test_a_custom_resources_applied_configuration_is_typed_by_its_crds_sch
     assert (await served.client.get(f"{widgets}/w"))["spec"]["x"] == ok
 
 
+async def test_an_applied_item_with_some_of_its_keys_is_merged_and_then_validated(served: Served) -> None:
+    """structured-merge-diff v6 names a map list's item by the key fields it has (optional
+    map keys): a port applied without its containerPort is ``[protocol="TCP"]``, merged as a
+    new port, and the merged Deployment's validation refuses it (422 ``Required value``).
+    It was the apply's 400 ``omits key field "containerPort"``."""
+    deployments = "/apis/apps/v1/namespaces/default/deployments"
+    container: dict[str, Any] = {"name": "c", "image": "i", "ports": [{"containerPort": 80}]}
+    config = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "keys"},
+              "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+                  "metadata": {"labels": {"a": "b"}}, "spec": {"containers": [container]}}}}
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+    resp = await served.http.patch(f"{deployments}/keys", params={"fieldManager": "m"}, headers=apply, json=config)
+    assert resp.status_code == 201, resp.text
+    container["ports"] = [{"name": "http"}]
+    resp = await served.http.patch(f"{deployments}/keys", params={"fieldManager": "m"}, headers=apply, json=config)
+    status = assert_status(resp, 422, "Invalid")
+    assert [(c["field"], c["message"]) for c in status["details"]["causes"]] == [
+        ("spec.template.spec.containers[0].ports[0].containerPort", "Required value")]
+
+
 async def test_a_persistent_volumes_required_node_affinity_needs_a_term(served: Served) -> None:
     # validateVolumeNodeAffinity's ValidateNodeSelector: [] was taken, stored null, and then
     # every update of the volume read back was refused (nodeSelectorTerms: Required value)

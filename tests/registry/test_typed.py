@@ -74,7 +74,7 @@ def test_field_set_of_deduced_values() -> None:
 
 
 def test_missing_key_without_default_is_an_error() -> None:
-    with pytest.raises(ShapeError, match='omits key field "name"'):
+    with pytest.raises(ShapeError, match=r'omits all key fields \["name"\] \(and doesn\'t have default values'):
         field_set({"spec": {"containers": [{"image": "x"}]}}, POD)
     with pytest.raises(ShapeError, match="duplicate"):
         field_set({"spec": {"containers": [{"name": "a"}, {"name": "a"}]}}, POD)
@@ -249,3 +249,14 @@ def test_merge_orders_a_list_as_upstream(live: str, config: str, merged: str) ->
         return env_pod(*({"name": n, "value": "v"} for n in items))
     got = merge(names(*live), names(*config), POD)
     assert "".join(e["name"] for e in got["spec"]["containers"][0]["env"]) == merged
+
+
+def test_an_item_with_some_of_its_keys_is_named_by_those() -> None:
+    """structured-merge-diff v6 (optional map keys, helpers.go
+    ``keyedAssociativeListItemToPathElement``): a key field the item leaves out, with no
+    default, is left out of its element; only an item with none of them is an error. A port
+    without its containerPort is ``k:{"protocol":"TCP"}`` (protocol's default); it was a
+    ``ShapeError`` (``omits key field "containerPort"``)."""
+    s = field_set({"spec": {"containers": [{"name": "c", "ports": [{"name": "http"}]}]}}, POD)
+    ports = s["f:spec"]["f:containers"]['k:{"name":"c"}']["f:ports"]
+    assert ports == {'k:{"protocol":"TCP"}': {".": {}, "f:name": {}}}

@@ -50,6 +50,8 @@ def containers(*items: Any) -> dict[str, Any]:
      '.spec.template.spec.containers[name="c"].command[1]: expected string, got &value.valueUnstructured{Value:1}'),
     (containers({"name": "c", "resources": {"limits": {"cpu": [1]}}}),
      '.spec.template.spec.containers[name="c"].resources.limits.cpu: expected any scalar, got &{[1]}'),
+    (containers({"name": "c", "ports": [{"name": "a", "x": 1}]}),  # (named by the keys it has: v6's optional keys)
+     '.spec.template.spec.containers[name="c"].ports[protocol="TCP"].x: field not declared in schema'),
     ({"template": {"metadata": {"finalizers": ["a", "a", "b"]}}},
      '.spec.template.metadata.finalizers: duplicate entries for key [="a"]'),
 ])
