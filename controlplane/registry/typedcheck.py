@@ -35,7 +35,7 @@ from ..gostrings import quote
 from . import shapes
 from .fieldpath import path_string, set_element
 from .typed import ShapeError, item_element
-from .validation import Shape, compile_schema
+from .validation import Shape
 
 __all__ = ["custom_type", "typed_errors"]
 
@@ -57,20 +57,42 @@ _CUSTOM_LIMIT = 256
 
 
 def custom_type(openapi_schema: dict[str, Any]) -> Shape:
-    """The types of a custom resource version served with this ``openAPIV3Schema`` (no
-    ``$ref``; cached while the schema lives); what ``x-kubernetes-preserve-unknown-fields``
-    keeps is not typed. Its ``apiVersion``, ``kind`` and ``metadata`` are not the schema's."""
+    """The types of a custom resource version served with this ``openAPIV3Schema`` (a
+    structural schema; cached while it lives), as kube-openapi's ``schemaconv`` makes them:
+    the properties of an object typed, what ``x-kubernetes-preserve-unknown-fields`` keeps
+    beside them (or an object that declares nothing) anything. Its ``apiVersion``, ``kind``
+    and ``metadata`` are not the schema's."""
     got = _customs.get(id(openapi_schema))
     if got is not None and got[0] is openapi_schema:
         return got[1]
-
-    def no_refs(ref: str) -> dict[str, Any]:
-        raise ValueError(f"a custom resource schema cannot use $ref ({ref})")
-
-    shape = compile_schema(openapi_schema, no_refs)
+    shape = _custom_node(openapi_schema)
     if len(_customs) >= _CUSTOM_LIMIT:
         _customs.clear()
     _customs[id(openapi_schema)] = (openapi_schema, shape)
+    return shape
+
+
+_ANYTHING = Shape()  # (no type, no fields, no values: not walked)
+_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean"})
+
+
+def _custom_node(node: dict[str, Any]) -> Shape:
+    shape = Shape()
+    kind = node.get("type")
+    if kind not in _TYPES or node.get("x-kubernetes-int-or-string"):
+        kind = None  # (an IntOrString: any scalar)
+    shape.expect = kind
+    props, extra = node.get("properties"), node.get("additionalProperties")
+    if kind == "object" or isinstance(props, dict) or isinstance(extra, dict):
+        if isinstance(props, dict):
+            shape.fields = {k: _custom_node(v) for k, v in props.items() if isinstance(v, dict)}
+        if isinstance(extra, dict):
+            shape.values = _custom_node(extra)
+        elif node.get("x-kubernetes-preserve-unknown-fields") or not isinstance(props, dict):
+            shape.values = _ANYTHING
+    items = node.get("items")
+    if kind == "array" and isinstance(items, dict):
+        shape.items = _custom_node(items)
     return shape
 
 

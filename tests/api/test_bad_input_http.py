@@ -545,12 +545,13 @@ async def test_a_custom_resources_applied_configuration_is_typed_by_its_crds_sch
     """The field manager types a custom resource's configuration by its CRD's schema, as a
     built-in's (structured-merge-diff's words): a value of another type is the apply's 400, not
     the validation's 422, and a map list's items are named by their keys. What the schema
-    preserves (``x-kubernetes-preserve-unknown-fields``) and an embedded resource's
-    apiVersion, kind and metadata are not typed."""
+    preserves (``x-kubernetes-preserve-unknown-fields``) beside the properties it declares
+    there, and an embedded resource's apiVersion, kind and metadata, are not typed."""
     widgets = "/apis/fz.io/v1/namespaces/default/widgets"
     item = {"type": "object", "required": ["name"],
             "properties": {"name": {"type": "string"}, "n": {"type": "integer"},
-                           "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                           "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                                   "properties": {"n": {"type": "integer"}}},
                            "res": {"type": "object", "x-kubernetes-embedded-resource": True,
                                    "x-kubernetes-preserve-unknown-fields": True}}}
     assert (await served.http.post(CRDS, json=widget_crd({
@@ -573,7 +574,9 @@ async def test_a_custom_resources_applied_configuration_is_typed_by_its_crds_sch
     for x, why in (([{"name": "a", "n": "one"}], '.spec.x[name="a"].n: expected numeric (int or float), got string'),
                    ({"name": "a"}, ".spec.x: expected list, got &{map[name:a]}"),
                    ([{"name": "a", "m": 1}], '.spec.x[name="a"].m: field not declared in schema'),
-                   ([{"name": "a"}, {"name": "a"}], '.spec.x: duplicate entries for key [name="a"]')):
+                   ([{"name": "a"}, {"name": "a"}], '.spec.x: duplicate entries for key [name="a"]'),
+                   ([{"name": "a", "raw": {"n": [1]}}],
+                    '.spec.x[name="a"].raw.n: expected numeric (int or float), got []interface {}')):
         status = assert_status(await applied(x), 400, "BadRequest")
         assert status["message"] == f"failed to create typed patch object (/w; fz.io/v1, Kind=Widget): {why}"
     assert (await served.client.get(f"{widgets}/w"))["spec"]["x"] == ok
