@@ -174,6 +174,25 @@ def _kubelet_port() -> int:
     return KUBELET_PORT
 
 
+def _server_side(e: Exception) -> bool:
+    """Whether a failed write may succeed if made again: the server's failure (a 5xx, a 429), or
+    no answer (a timeout, the connection refused), as KWOK's ``shouldRetry``. A 4xx says the
+    write itself is wrong (a stage whose template renders what the API refuses: 422, 400; 403)
+    and is not made again; the object's next change draws its next stage."""
+    return not isinstance(e, ApiError) or e.code >= 500 or e.code == 429
+
+
+def _refused(kind: str, name: str, stage: str, e: ApiError) -> None:
+    """A stage's write the server refused (4xx, not 404), which is not tried again: a warning,
+    as KWOK logs ``failed to apply stage``; a 409 (the object replaced or changed under a
+    precondition) is an ordinary race, whose new version the stages take up anyway."""
+    if e.code == 409:
+        log.debug("%s %s, stage %s: %s", kind, name, stage, e)
+    else:
+        log.warning("%s %s, stage %s: the server refused its write, not tried again until the %s changes: %s",
+                    kind, name, stage, kind, e)
+
+
 HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
 RETRY_AFTER = 1.0  # seconds before a one-off write that failed (a 5xx, 429, a timeout) is made again
 
@@ -586,7 +605,7 @@ class NodeSimulator:
             try:
                 await job()
             except (ApiError, httpx.TransportError, OSError) as e:
-                if not isinstance(e, ApiError) or e.code >= 500 or e.code == 429:
+                if _server_side(e):
                     asyncio.get_running_loop().call_later(RETRY_AFTER, self._write, job, priority, True)
                 raise
         return attempt
@@ -1292,6 +1311,10 @@ class NodeSimulator:
             STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
             if isinstance(e, ApiError) and e.code == 404:
                 return
+            if not _server_side(e):
+                assert isinstance(e, ApiError)
+                _refused("node", name, stage.name, e)
+                return
             # as a pod's: no event of the node may come to draw it again (node-initialize failed:
             # the node would stay NotReady), so the stage is tried afresh in a second
             if node.stage is None:
@@ -1930,6 +1953,10 @@ class NodeSimulator:
         except (ApiError, httpx.TransportError, OSError) as e:
             STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
             if isinstance(e, ApiError) and e.code == 404:
+                return
+            if not _server_side(e):
+                assert isinstance(e, ApiError)
+                _refused("pod", key, stage.name, e)
                 return
             # (a 500, or a server too busy to answer in time) the informer may deliver the pod
             # again, or not: the stage is tried afresh in a second either way
