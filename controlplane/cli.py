@@ -188,9 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="as KWOK's (and controlplane nodes'): Stage runs the node simulator with the stages "
                             "of the Stage objects (kwok.x-k8s.io/v1alpha1) stored in this server, following their "
                             "changes, and installs their CRD (only Stage is supported)")
-    serve.add_argument("--manage-nodes-with-label-selector", default="", metavar="SELECTOR",
-                       help="as KWOK's (and controlplane nodes'): the simulator plays only the fake nodes "
-                            "whose labels match (default: every node annotated kwok.x-k8s.io/node: fake)")
+    from .nodes.cli import add_selection_arguments
+
+    add_selection_arguments(serve)  # KWOK's --manage-nodes-with-{label,annotation}-selector, --manage-all-nodes
     serve.add_argument("--no-pod-events", dest="pod_events", action="store_false",
                        help="the simulated nodes' kubelets record no Events about pods' containers (Pulling, "
                             "Pulled, Created, Started, Killing), three or more writes a pod fewer (default: "
@@ -440,6 +440,24 @@ def _checked_selector(parser: argparse.ArgumentParser, selector: str) -> str:
     return selector
 
 
+def _checked_selection(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """``Config``'s node selection from KWOK's flags (``nodes/cli.py``), each selector parsed."""
+    from .nodes.cli import selection
+    from .registry.selectors import SelectorError, parse_label_selector
+
+    try:
+        chosen = selection(args)
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        parse_label_selector(chosen["node_annotation_selector"])
+    except SelectorError as e:
+        parser.error(f"--manage-nodes-with-annotation-selector: {e}")
+    return {"manage_nodes_selector": _checked_selector(parser, chosen["node_selector"]),
+            "manage_nodes_annotation_selector": chosen["node_annotation_selector"],
+            "manage_all_nodes": chosen["manage_all_nodes"]}
+
+
 def _checked_stages(parser: argparse.ArgumentParser, files: list[Path]) -> tuple[Path, ...]:
     """``--stages`` files, read once here so that a missing file or a stage the simulator
     cannot run stops ``serve`` at once, not its node simulator later in the background."""
@@ -515,7 +533,7 @@ def _config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
             instance_types=_checked_instance_types(parser, args.instance_types),
             stages=_checked_stages(parser, args.stages),
             enable_crds=_checked_crds(parser, args),
-            manage_nodes_selector=_checked_selector(parser, args.manage_nodes_with_label_selector),
+            **_checked_selection(parser, args),
             pod_events=args.pod_events,
             node_events=args.node_events,
             csi_nodes=args.csi_nodes,

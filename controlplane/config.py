@@ -148,6 +148,10 @@ class Config:
     enable_crds: tuple[str, ...] = ()
     # KWOK's --manage-nodes-with-label-selector for the simulated nodes ("": every fake node)
     manage_nodes_selector: str = ""
+    # KWOK's --manage-nodes-with-annotation-selector: which nodes are fake, by their annotations
+    manage_nodes_annotation_selector: str = "kwok.x-k8s.io/node=fake"
+    # KWOK's --manage-all-nodes: the simulator plays every node
+    manage_all_nodes: bool = False
     # the simulated kubelets record their Events about pods' containers (serve --no-pod-events: not)
     pod_events: bool = True
     # the simulated kubelets record their Events about their nodes (serve --no-node-events: not)

@@ -27,6 +27,39 @@ __all__ = ["add_parser", "enable_crds"]
 KWOK_CRDS = ("Stage", "Attach", "ClusterAttach", "Exec", "ClusterExec", "PortForward", "ClusterPortForward",
              "Logs", "ClusterLogs", "ResourceUsage", "ClusterResourceUsage", "Metric")
 SUPPORTED_CRDS = ("Stage",)
+FAKE_SELECTOR = "kwok.x-k8s.io/node=fake"  # (config.FAKE_SELECTOR, without importing the simulator's modules)
+
+
+def go_bool(text: str) -> bool:
+    """A Go flag's boolean (``--manage-all-nodes=false``), as strconv.ParseBool reads it."""
+    from ..cli import _go_bool
+
+    return _go_bool(text)
+
+
+def add_selection_arguments(p: argparse.ArgumentParser) -> None:
+    """KWOK's flags choosing the nodes a simulator plays (``serve`` and ``controlplane nodes``)."""
+    p.add_argument("--manage-nodes-with-label-selector", default="", metavar="SELECTOR",
+                   help="as KWOK's: play only the fake nodes whose labels match (its key=value terms are "
+                        "given to the nodes it creates), so that two simulators on one server take "
+                        "their own nodes (default: every node annotated kwok.x-k8s.io/node: fake)")
+    p.add_argument("--manage-nodes-with-annotation-selector", default=None, metavar="SELECTOR",
+                   help="as KWOK's: the nodes that are fake, by their annotations (its key=value terms are "
+                        f"given to the nodes it creates; \"\" for every node; default: {FAKE_SELECTOR}, "
+                        "kwokctl's)")
+    p.add_argument("--manage-all-nodes", type=go_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="as KWOK's: play the kubelet of every node, whatever its labels and annotations "
+                        "(not with the selectors; default: false)")
+
+
+def selection(args: argparse.Namespace) -> dict[str, Any]:
+    """``SimConfig``'s fields from ``add_selection_arguments``'; ValueError where KWOK refuses them."""
+    annotations = args.manage_nodes_with_annotation_selector
+    if args.manage_all_nodes and (args.manage_nodes_with_label_selector or annotations is not None):
+        raise ValueError("--manage-all-nodes conflicts with --manage-nodes-with-label-selector and "
+                         "--manage-nodes-with-annotation-selector (as KWOK's)")
+    return {"node_selector": args.manage_nodes_with_label_selector, "manage_all_nodes": args.manage_all_nodes,
+            "node_annotation_selector": FAKE_SELECTOR if annotations is None else annotations}
 
 
 def enable_crds(values: list[str] | None, stage_files: object) -> tuple[str, ...]:
@@ -73,10 +106,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--instance-types", type=Path, default=None, metavar="FILE",
                    help="an instance-type catalog (YAML/JSON) replacing the built-in one")
     p.add_argument("--name-prefix", default="sim-node-", help="(default: %(default)s)")
-    p.add_argument("--manage-nodes-with-label-selector", default="", metavar="SELECTOR",
-                   help="as KWOK's: play only the fake nodes whose labels match (its key=value terms are "
-                        "given to the nodes it creates), so that two simulators on one server take "
-                        "their own nodes (default: every node annotated kwok.x-k8s.io/node: fake)")
+    add_selection_arguments(p)
     p.add_argument("--renew-interval", type=float, default=10.0, metavar="SECONDS",
                    help="lease renewal interval (default: %(default)s)")
     p.add_argument("--put-leases", action="store_true",
@@ -124,6 +154,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 2
     try:
         args.enable_crds = enable_crds(args.enable_crds, args.stages)
+        args.selection = selection(args)
     except ValueError as e:
         print(f"controlplane nodes: error: {e}", file=sys.stderr)
         return 2
@@ -152,9 +183,12 @@ def _say_what_it_plays(server: str, args: argparse.Namespace, names: list[str]) 
     count = len(names)
     made = f"creating {count} node{'s' if count > 1 else ''} ({_span(args.name_prefix, names)}), " if count else ""
     which = (f" labelled {args.manage_nodes_with_label_selector}" if args.manage_nodes_with_label_selector else "")
+    annotations = args.manage_nodes_with_annotation_selector
+    nodes = ("every node" if args.manage_all_nodes or annotations == "" else
+             "every node annotated kwok.x-k8s.io/node: fake" if annotations is None else
+             f"every node annotated {annotations}")
     logging.getLogger("controlplane.nodes").info(
-        "controlplane nodes: against %s: %splaying the kubelet of every node annotated kwok.x-k8s.io/node: fake%s; "
-        "Ctrl-C stops it", server, made, which)
+        "controlplane nodes: against %s: %splaying the kubelet of %s%s; Ctrl-C stops it", server, made, nodes, which)
 
 
 def _span(prefix: str, names: list[str]) -> str:
@@ -212,7 +246,7 @@ async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) 
                 count=args.count, stages=stages, stages_from_api="Stage" in args.enable_crds,
                 instance_type=args.instance_type or created_node_type(catalog), catalog=catalog,
                 name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
-                lease_renewals=not args.put_leases, node_selector=args.manage_nodes_with_label_selector,
+                lease_renewals=not args.put_leases, **args.selection,
                 pod_events=args.pod_events, node_events=args.node_events, csi_nodes=args.csi_nodes,
                 job_failure_rate=args.job_failure_rate, job_failure_exit_code=args.job_failure_exit_code))
         except (OSError, ValueError, StageError) as e:

@@ -32,7 +32,7 @@ async def start(client: Client, config: Config) -> None:
         # cluster that had one): its nodes need their kubelet as much as with the flag
         if not await nodepool_exists(client):
             return
-    from .config import SimConfig
+    from .config import FAKE_SELECTOR, SimConfig
     from .instancetypes import DEFAULT_CATALOG, created_node_type, load_catalog
     from .simulator import NodeSimulator
     from .stages import load_stages, read_stage_files
@@ -45,6 +45,9 @@ async def start(client: Client, config: Config) -> None:
     sim = NodeSimulator(client, SimConfig(count=config.nodes, catalog=catalog, stages=stages, stages_from_api=from_api,
                                           instance_type=instance_type,
                                           node_selector=getattr(config, "manage_nodes_selector", ""),
+                                          node_annotation_selector=getattr(
+                                              config, "manage_nodes_annotation_selector", FAKE_SELECTOR),
+                                          manage_all_nodes=getattr(config, "manage_all_nodes", False),
                                           pod_events=getattr(config, "pod_events", True),
                                           node_events=getattr(config, "node_events", True),
                                           csi_nodes=getattr(config, "csi_nodes", True),

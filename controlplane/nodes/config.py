@@ -8,10 +8,11 @@ from .images import ImageCatalog
 from .instancetypes import CREATED_NODE_TYPE, DEFAULT_CATALOG, InstanceType
 from .stages import Stage
 
-__all__ = ["FAKE_NODE_ANNOTATION", "FAILURE_ANNOTATION", "SimConfig"]
+__all__ = ["FAKE_NODE_ANNOTATION", "FAKE_SELECTOR", "FAILURE_ANNOTATION", "SimConfig"]
 
 # KWOK's convention: a Node with this annotation is simulated, whoever created it.
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+FAKE_SELECTOR = f"{FAKE_NODE_ANNOTATION}=fake"  # KWOK's --manage-nodes-with-annotation-selector, as kwokctl runs it
 # Failure injection through the API: "unreachable" (the kubelet stops: no lease, no
 # status; Ready becomes Unknown) or "not-ready" (the kubelet reports Ready=False).
 FAILURE_ANNOTATION = "nodes.controlplane.io/failure"
@@ -78,3 +79,9 @@ class SimConfig:
     # simulator's (two simulators on one server each take their own); the nodes it creates get
     # the selector's ``key=value`` labels. Empty: every fake node.
     node_selector: str = ""
+    # KWOK's --manage-nodes-with-annotation-selector: which nodes are fake, by their annotations (KWOK's
+    # convention, ``kwok.x-k8s.io/node=fake``, by default); the nodes it creates get its ``key=value``
+    # annotations. Empty: every node the label selector takes.
+    node_annotation_selector: str = "kwok.x-k8s.io/node=fake"
+    # KWOK's --manage-all-nodes: every node is this simulator's, whatever its labels and annotations
+    manage_all_nodes: bool = False

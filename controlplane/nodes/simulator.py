@@ -86,7 +86,7 @@ from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_
 from ..registry.selectors import parse_label_selector
 from . import ephemeral
 from .allocated import pod_allocation
-from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, SimConfig
+from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, FAKE_SELECTOR, SimConfig
 from .crds import STAGES
 from .events import KubeletEvents, NodeEvents, container_paths
 from .failures import FAILURE_MODES
@@ -391,6 +391,19 @@ class NodeSimulator:
         if config.count and not self.selector.matches({**self.selector_labels, **config.extra_labels}):
             raise ValueError(f"--manage-nodes-with-label-selector {config.node_selector!r} would not take the "
                              "nodes this simulator creates: give it key=value terms only")
+        if config.manage_all_nodes and (config.node_selector or config.node_annotation_selector != FAKE_SELECTOR):
+            raise ValueError("--manage-all-nodes cannot be used with --manage-nodes-with-label-selector or "
+                             "--manage-nodes-with-annotation-selector (as KWOK's: they conflict)")
+        # which nodes are fake, by their annotations (KWOK's --manage-nodes-with-annotation-selector);
+        # the default, KWOK's convention, is read as one lookup
+        self.annotation_selector = parse_label_selector(config.node_annotation_selector)
+        self._fake_by_convention = config.node_annotation_selector == FAKE_SELECTOR
+        self.selector_annotations = {r.key: next(iter(r.values)) for r in self.annotation_selector.requirements
+                                     if r.op in ("=", "in") and len(r.values) == 1}
+        if config.count and not config.manage_all_nodes and not self.annotation_selector.matches(
+                {FAKE_NODE_ANNOTATION: "fake", **self.selector_annotations}):
+            raise ValueError(f"--manage-nodes-with-annotation-selector {config.node_annotation_selector!r} would not "
+                             "take the nodes this simulator creates: give it key=value terms only")
         self.catalog = catalog_by_name(config.catalog)
         if config.instance_type not in self.catalog:
             raise ValueError(f"instance type {config.instance_type!r} is not in the catalog")
@@ -737,14 +750,20 @@ class NodeSimulator:
                   "type": "kwok", **itype.labels(), **self.config.extra_labels, **self.selector_labels}
         return {"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "labels": labels,
-                             "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+                             "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0",
+                                             **self.selector_annotations}},
                 "spec": {"providerID": f"controlplane://{name}"}}
 
     def _plays(self, obj: dict[str, Any]) -> bool:
-        """Whether this simulator is the kubelet of the Node ``obj``: a fake node its selector matches."""
+        """Whether this simulator is the kubelet of the Node ``obj``: a fake node (by its annotations)
+        its label selector matches; any node with ``manage_all_nodes``."""
+        if self.config.manage_all_nodes:
+            return True
         meta = obj.get("metadata") or {}
-        return (meta.get("annotations") or {}).get(FAKE_NODE_ANNOTATION) == "fake" and (
-            not self.selector.requirements or self.selector.matches(meta.get("labels")))
+        annotations = meta.get("annotations") or {}
+        fake = annotations.get(FAKE_NODE_ANNOTATION) == "fake" if self._fake_by_convention \
+            else self.annotation_selector.matches(annotations)
+        return fake and (not self.selector.requirements or self.selector.matches(meta.get("labels")))
 
     def _taken(self, name: str) -> bool:
         """Whether a node this simulator does not play holds the name ``name``."""

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from controlplane.cli import build_parser, main
 from controlplane.client import Client
+from controlplane.nodes.cli import selection
+from controlplane.nodes.config import FAKE_NODE_ANNOTATION
 from controlplane.nodes.simulator import NodeSimulator
 from controlplane.nodes.stages import load_stages
-from tests.nodes.conftest import PODS, eventually, fast, pod, simulating
+from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
 
 REFUSED_STAGE = """
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -69,3 +73,54 @@ async def test_a_stage_write_the_server_refuses_is_logged_and_not_made_again(
         # its next change draws the stage again, as KWOK's next event of the pod does
         await client.patch(f"{PODS}/broken", {"metadata": {"labels": {"touched": "1"}}}, patch_type="merge")
         await eventually(lambda: asyncio.sleep(0, result=len(patches) == 2))
+
+
+async def test_kwoks_node_selection_flags_choose_the_nodes_played(client: Client) -> None:
+    """KWOK's --manage-nodes-with-annotation-selector and --manage-all-nodes (kwokctl runs its
+    controller with the first; a KWOK deployment's arguments carry them) were refused by
+    ``controlplane nodes`` and ``serve`` as unknown options: only ``kwok.x-k8s.io/node: fake``
+    nodes could be played. Now the annotation selector says which nodes are fake (the nodes the
+    simulator creates get its key=value annotations), and --manage-all-nodes takes every node."""
+    def node(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations}}
+
+    await client.create(NODES, node("plain", {}))
+    await client.create(NODES, node("kwok-only", {FAKE_NODE_ANNOTATION: "fake"}))
+    await client.create(NODES, node("lab", {"example.com/sim": "lab"}))
+
+    async def ready(name: str) -> bool:
+        conditions = (await client.get(f"{NODES}/{name}")).get("status", {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    async with simulating(client, fast(count=1, name_prefix="lab-", node_annotation_selector="example.com/sim=lab")) \
+            as sim:
+        await eventually(lambda: ready("lab"))
+        assert set(sim.nodes) == {"lab", "lab-0"}
+        assert (await client.get(f"{NODES}/lab-0"))["metadata"]["annotations"]["example.com/sim"] == "lab"
+        assert not await ready("plain") and not await ready("kwok-only")
+    async with simulating(client, fast(count=0, manage_all_nodes=True)) as sim:
+        await eventually(lambda: ready("plain"))
+        assert {"plain", "kwok-only", "lab", "lab-0"} <= set(sim.nodes)
+    with pytest.raises(ValueError, match="would not take the nodes this simulator creates"):
+        NodeSimulator(Client("http://127.0.0.1:1"), fast(count=1, node_annotation_selector="example.com/sim"))
+    with pytest.raises(ValueError, match="--manage-all-nodes cannot be used with"):
+        NodeSimulator(Client("http://127.0.0.1:1"), fast(manage_all_nodes=True, node_selector="a=b"))
+
+
+def test_kwoks_node_selection_flags_on_the_command_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n"
+                          "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+                          "users: [{name: u, user: {token: t}}]\n"
+                          "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+    assert main(["nodes", "--kubeconfig", str(kubeconfig), "--manage-all-nodes",
+                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"]) == 2
+    assert "--manage-all-nodes conflicts with" in capsys.readouterr().err
+    args = build_parser().parse_args(["nodes", "--kubeconfig", "k", "--manage-all-nodes=false",
+                                      "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"])
+    assert selection(args) == {"node_selector": "", "manage_all_nodes": False,
+                               "node_annotation_selector": "kwok.x-k8s.io/node=fake"}
+    args = build_parser().parse_args(["serve", "--manage-all-nodes"])
+    assert selection(args)["manage_all_nodes"] is True
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--manage-all-nodes=maybe"])
