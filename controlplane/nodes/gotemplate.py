@@ -15,7 +15,7 @@ template once (``Template(text)``) and renders it against a dict
   ``$x := ...`` and ``$x = ...``, string (``"..."`` and raw), number, ``true``,
   ``false`` and ``nil`` literals;
 - the functions ``and or not eq ne lt le gt ge len index print println printf``
-  (``%s %d %v %q`` only), Sprig's ``dict`` (KWOK's chaos stages write
+  (``printf`` as Go's ``fmt.Sprintf``: ``_printf``), Sprig's ``dict`` (KWOK's chaos stages write
   ``or .metadata.annotations dict``) and its common functions (``SPRIG``:
   ``default``, ``add1``, ``toString``, ...; KWOK renders with all of Sprig)
   and whatever the caller passes in ``funcs`` (the stage engine passes
@@ -325,21 +325,149 @@ def _index(v: Any, *keys: Any) -> Any:
     return v
 
 
+_VERB = re.compile(r"%([-+# 0]*)(\d+|\*)?(?:\.(\d*|\*))?(.)", re.S)
+_GO_TYPES: tuple[tuple[type, str], ...] = ((bool, "bool"), (int, "int"), (float, "float64"), (str, "string"),
+                                           (dict, "map[string]interface {}"), (list, "[]interface {}"))
+
+
+def _go_type(v: Any) -> str:
+    return next((name for t, name in _GO_TYPES if isinstance(v, t)), type(v).__name__)
+
+
+def _bad_verb(verb: str, v: Any) -> str:
+    """Go's ``%!d(string=x)``: a verb the value's type does not take."""
+    return f"%!{verb}(<nil>)" if v is None else f"%!{verb}({_go_type(v)}={go_format(v)})"
+
+
+def _go_g(f: float, prec: int | None, upper: bool = False) -> str:
+    """``strconv.FormatFloat(f, 'g', prec)``: the shortest digits that read back as ``f`` when
+    ``prec`` is None, an exponent from 1e-4 below or 1e6 (or the precision) up."""
+    if math.isinf(f) or math.isnan(f):
+        return "NaN" if math.isnan(f) else ("+Inf" if f > 0 else "-Inf")
+    if prec is not None:
+        text = f"{f:.{max(prec, 1)}{'G' if upper else 'g'}}"
+    else:
+        exp = f"{f:e}".partition("e")[2]
+        digits = repr(abs(f)).replace(".", "").lstrip("0").split("e")[0].rstrip("0") or "0"
+        x = int(exp) if f else 0
+        if x < -4 or x >= 6:
+            text = f"{f:.{max(len(digits) - 1, 0)}e}"
+        else:
+            text = repr(f)
+            text = text[:-2] if text.endswith(".0") else text
+        text = text.upper() if upper else text
+    return re.sub(r"([eE][+-])(\d)$", r"\g<1>0\2", text)
+
+
+def _format_one(flags: str, width: int | None, prec: int | None, verb: str, v: Any) -> str:
+    """One Go ``fmt`` verb applied to ``v`` (values as a template holds them: JSON's types)."""
+    is_int = isinstance(v, int) and not isinstance(v, bool)
+    number = False
+    if verb == "v":
+        text = "<nil>" if v is None else go_format(v)
+    elif verb == "T":
+        text = "<nil>" if v is None else _go_type(v)
+    elif verb == "s":
+        if isinstance(v, str):
+            text = v if prec is None else v[:prec]
+        elif isinstance(v, list):
+            text = "[" + " ".join(_format_one(flags, None, prec, "s", x) for x in v) + "]"
+        else:
+            return _bad_verb(verb, v)
+    elif verb == "q":
+        if isinstance(v, str):
+            text = json.dumps(v, ensure_ascii="+" in flags)
+        elif is_int:
+            text = "'" + chr(v) + "'"
+        else:
+            return _bad_verb(verb, v)
+    elif verb == "t":
+        if not isinstance(v, bool):
+            return _bad_verb(verb, v)
+        text = "true" if v else "false"
+    elif verb in "dboxXOcU":
+        if isinstance(v, str) and verb in "xX":
+            text = v.encode().hex()
+            text = text.upper() if verb == "X" else text
+        elif not is_int:
+            return _bad_verb(verb, v)
+        elif verb == "c":
+            text = chr(v)
+        elif verb == "U":
+            text = f"U+{v:04X}"
+        else:
+            number = True
+            base = {"d": "d", "b": "b", "o": "o", "O": "o", "x": "x", "X": "X"}[verb]
+            text = format(abs(v), base)
+            if prec is not None:
+                text = text.rjust(prec, "0")
+            prefix = {"b": "0b", "o": "0", "x": "0x", "X": "0X"}.get(verb, "") if "#" in flags else ""
+            text = ("0o" if verb == "O" else prefix) + text
+            text = ("-" if v < 0 else "+" if "+" in flags else " " if " " in flags else "") + text
+    elif verb in "eEfFgG":
+        if not isinstance(v, float):
+            return _bad_verb(verb, v)
+        number = True
+        if verb in "gG":
+            text = _go_g(v, prec, verb == "G")
+        else:
+            text = f"{v:.{6 if prec is None else prec}{verb}}"
+            text = re.sub(r"([eE][+-])(\d)$", r"\g<1>0\2", text)
+        if v >= 0 and not text.startswith("+"):
+            text = ("+" if "+" in flags else " " if " " in flags else "") + text
+    else:
+        return _bad_verb(verb, v)
+    if width is not None and len(text) < width:
+        if "-" in flags:
+            text = text.ljust(width)
+        elif "0" in flags and ((number and prec is None) or verb in "eEfFgG"):
+            sign = text[0] if text[:1] in "+- " else ""
+            text = sign + text[len(sign):].rjust(width - len(sign), "0")
+        else:
+            text = text.rjust(width)
+    return text
+
+
 def _printf(fmt: str, *args: Any) -> str:
-    it = iter(args)
+    """Go's ``fmt.Sprintf`` on a template's values: flags (``-+# 0``), width and precision
+    (``*`` taking an argument), the verbs ``v s q d b o O x X c U t e E f F g G T`` and ``%%``;
+    a verb the value's type does not take, a missing argument and extra arguments are written
+    as Go writes them (``%!d(string=x)``, ``%!s(MISSING)``, ``%!(EXTRA int=1)``)."""
+    out: list[str] = []
+    pos = used = 0
 
-    def sub(m: re.Match[str]) -> str:
-        verb = m.group(1)
+    def arg() -> tuple[bool, Any]:
+        nonlocal used
+        if used >= len(args):
+            return False, None
+        used += 1
+        return True, args[used - 1]
+
+    for m in _VERB.finditer(fmt):
+        out.append(fmt[pos:m.start()])
+        pos = m.end()
+        flags, width_text, prec_text, verb = m.groups()
         if verb == "%":
-            return "%"
-        v = next(it, None)
-        if verb == "q":
-            return json.dumps(go_format(v))
-        if verb == "d":
-            return str(int(v)) if v is not None else "%!d(<nil>)"
-        return go_format(v)
-
-    return re.sub(r"%([sdvq%])", sub, fmt)
+            out.append("%")
+            continue
+        width = prec = None
+        if width_text == "*":
+            _, w = arg()
+            width = w if isinstance(w, int) and not isinstance(w, bool) else None
+        elif width_text:
+            width = int(width_text)
+        if prec_text == "*":
+            _, pr = arg()
+            prec = pr if isinstance(pr, int) and not isinstance(pr, bool) else None
+        elif prec_text is not None:
+            prec = int(prec_text or 0)
+        there, v = arg()
+        out.append(_format_one(flags, width, prec, verb, v) if there else f"%!{verb}(MISSING)")
+    out.append(fmt[pos:])
+    if used < len(args):
+        out.append("%!(EXTRA " + ", ".join("<nil>" if a is None else f"{_go_type(a)}={go_format(a)}"
+                                            for a in args[used:]) + ")")
+    return "".join(out)
 
 
 def _dict(*pairs: Any) -> dict[str, Any]:

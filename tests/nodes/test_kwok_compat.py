@@ -13,6 +13,7 @@ from controlplane.cli import build_parser, main
 from controlplane.client import Client
 from controlplane.nodes.cli import selection
 from controlplane.nodes.config import FAKE_NODE_ANNOTATION
+from controlplane.nodes.gotemplate import Template
 from controlplane.nodes.simulator import NodeSimulator
 from controlplane.nodes.stages import load_stages
 from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
@@ -124,3 +125,21 @@ def test_kwoks_node_selection_flags_on_the_command_lines(tmp_path: Path, capsys:
     assert selection(args)["manage_all_nodes"] is True
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--manage-all-nodes=maybe"])
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ('{{ printf "%05d|%x|%t|%v" 3 255 true .metadata.labels }}', "00003|ff|true|map[app:web]"),
+    ('{{ printf "%-6s|%6s|%.2s" "ab" "cd" .metadata.name }}', "ab    |    cd|we"),
+    ('{{ printf "%.2f %e %g %g" 3.14159 123456.789 1000000.0 0.5 }}', "3.14 1.234568e+05 1e+06 0.5"),
+    ('{{ printf "%+d %#x %o %b %c %q" 5 255 8 5 65 .metadata.name }}', '+5 0xff 10 101 A "web"'),
+    ('{{ printf "%d|%s|%d %d|%z" "x" .metadata.nothing 1 }}', "%!d(string=x)|%!s(<nil>)|1 %!d(MISSING)|%!z(MISSING)"),
+    ('{{ printf "%d%%" 1 2 }}', "1%%!(EXTRA int=2)"),
+    ('{{ printf "kwok-%s" "v0.8.0" }}', "kwok-v0.8.0"),
+])
+def test_printf_formats_as_gos_fmt(text: str, want: str) -> None:
+    """``printf`` read ``%s %d %v %q`` only and copied any other verb, or one with a flag, width or
+    precision, into the output as it was: ``printf "%05d" 3`` rendered ``%05d``, silently. Go's
+    ``fmt.Sprintf`` (text/template's ``printf``) pads, rounds and converts, and writes its
+    complaints into the text (``%!d(string=x)``, ``%!s(MISSING)``, ``%!(EXTRA int=2)``)."""
+    obj = {"metadata": {"name": "web", "labels": {"app": "web"}}}
+    assert Template(text).render(obj, {}) == want
