@@ -193,6 +193,15 @@ def _refused(kind: str, name: str, stage: str, e: ApiError) -> None:
                     kind, name, stage, kind, e)
 
 
+def stage_retry_delay(retries: int, rng: random.Random) -> float:
+    """Seconds before a stage whose write failed for the server's sake is run again, its
+    ``retries``-th time: KWOK's ``backoffDelayByStep`` over its ``defaultBackoff`` (a second,
+    doubling with each retry, at most 32 minutes, plus up to a fifth more at random), so that a
+    server refusing with 429s or 503s under load is not sent each failed stage every second."""
+    return min(STAGE_RETRY_BASE * 2.0 ** min(retries, 32), STAGE_RETRY_CAP) * (1.0 + 0.2 * rng.random())
+
+
+STAGE_RETRY_BASE, STAGE_RETRY_CAP = 1.0, 32 * 60.0
 HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
 RETRY_AFTER = 1.0  # seconds before a one-off write that failed (a 5xx, 429, a timeout) is made again
 
@@ -253,7 +262,8 @@ async def _done() -> None:
 
 class _Node:
     __slots__ = ("cidr", "failed", "failure_gen", "images", "ip", "itype", "lease_ready", "manual", "name", "offset",
-                 "pod_ips", "ready", "renewing", "since", "stage", "stage_gen", "stage_written", "uid", "unschedulable")
+                 "pod_ips", "ready", "renewing", "retries", "since", "stage", "stage_gen", "stage_written", "uid",
+                 "unschedulable")
 
     def __init__(self, name: str, ip: str, cidr: str, itype: InstanceType, images: NodeImages, offset: float) -> None:
         self.name = name
@@ -282,6 +292,7 @@ class _Node:
         # flight): a version of the Node older than it is from before the write, and draws no
         # stage (it would draw the stage just played again, and write the same status twice)
         self.stage_written = 0
+        self.retries = 0  # its stage writes failed for the server's sake since one went through (back-off)
         # (with node events) the status of its Ready condition last seen ("" for none), and
         # whether its kubelet last saw it cordoned (a kubelet starts thinking it is not)
         self.ready = ""
@@ -290,8 +301,8 @@ class _Node:
 
 class _Pod:
     __slots__ = ("backoff", "backoff_at", "deletion_grace", "deletion_seen", "ephemeral", "ephemeral_pulls", "exit",
-                 "exit_run", "exit_target", "finished", "gen", "ip", "node", "pulled_at", "seen", "stage", "started",
-                 "stopping", "uid", "wrote_creating")
+                 "exit_run", "exit_target", "finished", "gen", "ip", "node", "pulled_at", "retries", "seen", "stage",
+                 "started", "stopping", "uid", "wrote_creating")
 
     def __init__(self, uid: str, node: str, seen: float) -> None:
         self.uid = uid
@@ -299,6 +310,7 @@ class _Pod:
         self.seen = seen
         self.gen = 0  # bumps cancel the pending timer
         self.stage: str | None = None  # the stage whose timer is pending
+        self.retries = 0  # its stage writes failed for the server's sake since one went through (back-off)
         self.ip: str | None = None
         # terminal (Succeeded or Failed): its sandbox is gone and ``ip`` back in the node's pool,
         # though the pod's status keeps showing it, as a kubelet's CNI DEL leaves it
@@ -1335,12 +1347,15 @@ class NodeSimulator:
                 _refused("node", name, stage.name, e)
                 return
             # as a pod's: no event of the node may come to draw it again (node-initialize failed:
-            # the node would stay NotReady), so the stage is tried afresh in a second
+            # the node would stay NotReady), so the stage is tried afresh after KWOK's back-off
             if node.stage is None:
                 node.stage_gen += 1
                 node.stage = stage.name
-                self.wheel.schedule(time.monotonic() + 1.0, ("node-stage", name, node.stage_gen))
+                self.wheel.schedule(time.monotonic() + stage_retry_delay(node.retries, self.rng),
+                                    ("node-stage", name, node.stage_gen))
+                node.retries += 1
             raise
+        node.retries = 0
         STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
 
     # ------------------------------------------------------------------ failures
@@ -1978,11 +1993,13 @@ class NodeSimulator:
                 _refused("pod", key, stage.name, e)
                 return
             # (a 500, or a server too busy to answer in time) the informer may deliver the pod
-            # again, or not: the stage is tried afresh in a second either way
+            # again, or not: the stage is tried afresh after KWOK's back-off either way
             st.gen += 1
-            self.wheel.schedule(time.monotonic() + 1.0, ("pod", key, st.gen))
+            self.wheel.schedule(time.monotonic() + stage_retry_delay(st.retries, self.rng), ("pod", key, st.gen))
+            st.retries += 1
             st.stage = stage.name
             raise
+        st.retries = 0
         STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
 
     def _failing(self, key: str, st: _Pod, pod: dict[str, Any]) -> bool:

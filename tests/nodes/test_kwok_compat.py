@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controlplane.cli import build_parser, main
-from controlplane.client import Client
+from controlplane.client import ApiError, Client
 from controlplane.nodes.cli import selection
 from controlplane.nodes.config import FAKE_NODE_ANNOTATION
 from controlplane.nodes.gotemplate import Template
-from controlplane.nodes.simulator import NodeSimulator
+from controlplane.nodes.simulator import NodeSimulator, stage_retry_delay
 from controlplane.nodes.stages import load_stages
 from tests.nodes.conftest import NODES, PODS, eventually, fast, pod, simulating
 
@@ -143,3 +145,49 @@ def test_printf_formats_as_gos_fmt(text: str, want: str) -> None:
     complaints into the text (``%!d(string=x)``, ``%!s(MISSING)``, ``%!(EXTRA int=2)``)."""
     obj = {"metadata": {"name": "web", "labels": {"app": "web"}}}
     assert Template(text).render(obj, {}) == want
+
+
+def test_stage_retries_back_off_as_kwoks() -> None:
+    """KWOK's ``backoffDelayByStep`` over ``defaultBackoff``: a second, doubling, 32 minutes at most,
+    plus up to a fifth."""
+    rng = random.Random(7)
+    for retries, base in ((0, 1.0), (1, 2.0), (3, 8.0), (11, 1920.0), (40, 1920.0)):
+        got = stage_retry_delay(retries, rng)
+        assert base <= got <= base * 1.2
+
+
+async def test_a_stage_the_server_keeps_failing_is_tried_again_later_and_later(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage whose write failed for the server's sake (here 503, as a server shedding load
+    answers) was tried again every second for as long as it failed: 10,000 pods' stages were
+    10,000 writes a second at a server already refusing them. KWOK's controllers wait a second,
+    then two, four... (``backoffDelayByStep``); the stage still goes through once the server
+    takes it, and the count starts again from there."""
+    attempts: list[float] = []
+    real_kubelet = NodeSimulator._kubelet
+
+    class Shedding:
+        def __init__(self, inner: Client) -> None:
+            self.inner = inner
+
+        async def patch(self, path: str, body: Any, **kw: Any) -> dict[str, Any]:
+            if path.endswith("/pods/shed/status"):
+                attempts.append(time.monotonic())
+                if len(attempts) <= 2:
+                    raise ApiError(503, "ServiceUnavailable", "the server is shedding load")
+            return await self.inner.patch(path, body, **kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(NodeSimulator, "_kubelet", lambda sim, node: Shedding(real_kubelet(sim, node)))
+    async with simulating(client, fast()) as sim:
+        await client.create(PODS, pod("shed", "sim-node-0"))
+
+        async def running() -> bool:
+            return bool((await client.get(f"{PODS}/shed")).get("status", {}).get("phase") == "Running")
+
+        await eventually(running, timeout=15)
+        first, second = attempts[1] - attempts[0], attempts[2] - attempts[1]
+        assert 0.9 <= first <= 1.5 and 1.9 <= second <= 2.7, attempts
+        assert sim.pods["default/shed"].retries == 0
