@@ -429,13 +429,30 @@ def load_stages(text: str) -> list[Stage]:
         if doc.get("kind") in ("StageList", "List"):
             out.extend(_parse_stage(d) for d in doc.get("items") or [])
         elif doc.get("kind") != "Stage" and str(doc.get("apiVersion") or "").partition("/")[0] in _KWOK_GROUPS:
-            log.warning("stages: skipping %s %s (not a Stage)", doc.get("kind"),
-                        (doc.get("metadata") or {}).get("name") or "")
+            log.warning("stages: skipping %s %s (not a Stage)%s", doc.get("kind"),
+                        (doc.get("metadata") or {}).get("name") or "", _options_not_read(doc))
         else:
             out.append(_parse_stage(doc))
     if not out:
         raise StageError("no stages found")
     return out
+
+
+# a KwokConfiguration's options this simulator takes as flags instead (of ``controlplane nodes`` and ``serve``)
+_OPTION_FLAGS = {"manageAllNodes": "--manage-all-nodes", "manageNodesWithAnnotationSelector":
+                 "--manage-nodes-with-annotation-selector", "manageNodesWithLabelSelector":
+                 "--manage-nodes-with-label-selector", "enableCRDs": "--enable-crds"}
+
+
+def _options_not_read(doc: dict[str, Any]) -> str:
+    """What a skipped ``KwokConfiguration`` asked that is not done from the file: its options
+    (KWOK reads them as its flags' defaults), each with the flag that does it here, if any."""
+    options = doc.get("options") if doc.get("kind") == "KwokConfiguration" else None
+    if not isinstance(options, dict) or not options:
+        return ""
+    said = [f"{k}: give {_OPTION_FLAGS[k]}" if k in _OPTION_FLAGS else f"{k}: not supported"
+            for k in sorted(options)]
+    return "; its options are not read from a file here (" + ", ".join(said) + ")"
 
 
 _KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")

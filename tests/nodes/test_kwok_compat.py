@@ -191,3 +191,24 @@ async def test_a_stage_the_server_keeps_failing_is_tried_again_later_and_later(
         first, second = attempts[1] - attempts[0], attempts[2] - attempts[1]
         assert 0.9 <= first <= 1.5 and 1.9 <= second <= 2.7, attempts
         assert sim.pods["default/shed"].retries == 0
+
+
+def test_a_kwok_configurations_options_are_named_where_they_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    """A KWOK config file holds its KwokConfiguration beside its Stages; its options (KWOK's flags'
+    defaults) were skipped with the document, the warning naming none of them, so a
+    ``manageAllNodes: true`` was lost without a word. The warning now lists each option and the
+    flag that does it here, or that nothing does."""
+    caplog.set_level(logging.WARNING, logger="controlplane.nodes.stages")
+    stages = load_stages("""
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  manageAllNodes: true
+  cidr: 10.0.0.1/24
+---
+""" + REFUSED_STAGE)
+    assert [s.name for s in stages] == ["pod-broken"]
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "stages: skipping KwokConfiguration  (not a Stage); its options are not read from a file here "
+        "(cidr: not supported, manageAllNodes: give --manage-all-nodes)")
