@@ -62,6 +62,21 @@ def selection(args: argparse.Namespace) -> dict[str, Any]:
             "node_annotation_selector": FAKE_SELECTOR if annotations is None else annotations}
 
 
+def leases(args: argparse.Namespace) -> dict[str, Any]:
+    """``SimConfig``'s lease fields: KWOK's --node-lease-duration-seconds sets the duration and,
+    unless --renew-interval says otherwise, renewals every quarter of it (the kubelet's rule, which
+    KWOK's lease controller follows); KWOK's 0 (no Leases, nodes kept by a heartbeat stage) is
+    refused by name: the simulated kubelets always hold one."""
+    duration = args.node_lease_duration_seconds
+    if duration <= 0:
+        raise ValueError(f"--node-lease-duration-seconds {duration}: nodes without Leases (KWOK's 0) are not "
+                         "supported here; the simulated kubelets always renew one (give a duration, 40 by default)")
+    interval = args.renew_interval if args.renew_interval is not None else duration / 4
+    if interval <= 0:
+        raise ValueError("--renew-interval must be above 0")
+    return {"lease_duration_seconds": duration, "renew_interval": interval}
+
+
 def enable_crds(values: list[str] | None, stage_files: object) -> tuple[str, ...]:
     """``--enable-crds`` as KWOK reads it (repeated, or comma-separated), checked: only ``Stage``
     is served here, and not with stage files (KWOK refuses Stages both in its --config and from
@@ -107,8 +122,11 @@ def add_parser(sub: Any) -> None:
                    help="an instance-type catalog (YAML/JSON) replacing the built-in one")
     p.add_argument("--name-prefix", default="sim-node-", help="(default: %(default)s)")
     add_selection_arguments(p)
-    p.add_argument("--renew-interval", type=float, default=10.0, metavar="SECONDS",
-                   help="lease renewal interval (default: %(default)s)")
+    p.add_argument("--renew-interval", type=float, default=None, metavar="SECONDS",
+                   help="lease renewal interval (default: a quarter of --node-lease-duration-seconds, 10.0)")
+    p.add_argument("--node-lease-duration-seconds", type=int, default=40, metavar="N",
+                   help="as KWOK's (and the kubelet's): the Leases' leaseDurationSeconds, renewed every quarter of "
+                        "it (default: %(default)s, kwokctl's; 0, KWOK's nodes without Leases, is not supported)")
     p.add_argument("--put-leases", action="store_true",
                    help="renew each Lease with a PUT, as a kubelet does, even where the server serves "
                         "LeaseRenewals (this emulator's bulk renewals, used by default where served)")
@@ -155,6 +173,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         args.enable_crds = enable_crds(args.enable_crds, args.stages)
         args.selection = selection(args)
+        args.leases = leases(args)
     except ValueError as e:
         print(f"controlplane nodes: error: {e}", file=sys.stderr)
         return 2
@@ -245,7 +264,7 @@ async def _main(args: argparse.Namespace, metrics_socket: socket.socket | None) 
             sim = NodeSimulator(client, SimConfig(
                 count=args.count, stages=stages, stages_from_api="Stage" in args.enable_crds,
                 instance_type=args.instance_type or created_node_type(catalog), catalog=catalog,
-                name_prefix=args.name_prefix, renew_interval=args.renew_interval, job_seconds=args.job_seconds,
+                name_prefix=args.name_prefix, **args.leases, job_seconds=args.job_seconds,
                 lease_renewals=not args.put_leases, **args.selection,
                 pod_events=args.pod_events, node_events=args.node_events, csi_nodes=args.csi_nodes,
                 job_failure_rate=args.job_failure_rate, job_failure_exit_code=args.job_failure_exit_code))

@@ -13,7 +13,7 @@ import pytest
 
 from controlplane.cli import build_parser, main
 from controlplane.client import ApiError, Client
-from controlplane.nodes.cli import selection
+from controlplane.nodes.cli import leases, selection
 from controlplane.nodes.config import FAKE_NODE_ANNOTATION
 from controlplane.nodes.gotemplate import Template
 from controlplane.nodes.simulator import NodeSimulator, stage_retry_delay
@@ -212,3 +212,21 @@ options:
     assert record.getMessage() == (
         "stages: skipping KwokConfiguration  (not a Stage); its options are not read from a file here "
         "(cidr: not supported, manageAllNodes: give --manage-all-nodes)")
+
+
+def test_kwoks_node_lease_duration_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """KWOK's --node-lease-duration-seconds (kwokctl's 40; a KWOK deployment's arguments carry it)
+    was an unknown option of ``controlplane nodes``. It sets the Leases' duration and their renewal
+    every quarter of it, as KWOK's lease controller (the kubelet's rule); KWOK's 0, nodes without
+    Leases, is refused by name."""
+    def parsed(*argv: str) -> dict[str, Any]:
+        return leases(build_parser().parse_args(["nodes", "--kubeconfig", "k", *argv]))
+
+    assert parsed() == {"lease_duration_seconds": 40, "renew_interval": 10.0}
+    assert parsed("--node-lease-duration-seconds=20") == {"lease_duration_seconds": 20, "renew_interval": 5.0}
+    assert parsed("--node-lease-duration-seconds=20", "--renew-interval", "2") == {
+        "lease_duration_seconds": 20, "renew_interval": 2.0}
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    assert main(["nodes", "--kubeconfig", str(kubeconfig), "--node-lease-duration-seconds=0"]) == 2
+    assert "nodes without Leases (KWOK's 0) are not supported here" in capsys.readouterr().err
