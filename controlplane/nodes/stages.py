@@ -429,8 +429,9 @@ def load_stages(text: str) -> list[Stage]:
         if doc.get("kind") in ("StageList", "List"):
             out.extend(_parse_stage(d) for d in doc.get("items") or [])
         elif doc.get("kind") != "Stage" and str(doc.get("apiVersion") or "").partition("/")[0] in _KWOK_GROUPS:
-            log.warning("stages: skipping %s %s (not a Stage)%s", doc.get("kind"),
-                        (doc.get("metadata") or {}).get("name") or "", _options_not_read(doc))
+            name = (doc.get("metadata") or {}).get("name")
+            log.warning("stages: skipping %s%s (not a Stage)%s", doc.get("kind"), f" {name}" if name else "",
+                        _options_not_read(doc))
         else:
             out.append(_parse_stage(doc))
     if not out:

@@ -210,7 +210,7 @@ options:
     assert [s.name for s in stages] == ["pod-broken"]
     [record] = caplog.records
     assert record.getMessage() == (
-        "stages: skipping KwokConfiguration  (not a Stage); its options are not read from a file here "
+        "stages: skipping KwokConfiguration (not a Stage); its options are not read from a file here "
         "(cidr: not supported, manageAllNodes: give --manage-all-nodes)")
 
 
