@@ -73,6 +73,7 @@ __all__ = [
     "CycleState",
     "FilterPlugin",
     "Handle",
+    "MemberCapacityPlugin",
     "PermitPlugin",
     "Plugin",
     "PostFilterPlugin",
@@ -325,6 +326,22 @@ class RowsFilterPlugin(FilterPlugin, Protocol):
                     rows: npt.NDArray[np.int64], wanted: int) -> npt.NDArray[np.int64]:
         """The rows of ``rows`` (indexes into ``nodes``), in order, whose node ``filter``
         passes, at most ``wanted`` of them (the first): the verdicts of ``filter``, node by node."""
+        ...
+
+
+@runtime_checkable
+class MemberCapacityPlugin(FilterPlugin, Protocol):
+    """A Filter plugin whose resources pods take from a node one after another (DRA's
+    devices): how many pods like this one the node holds at once, for a gang's choice of a
+    topology domain (upstream's placement evaluation places every member of the group)."""
+
+    def member_capacity(self, state: CycleState, pod: PodInfo, node: NodeInfo, limit: int,
+                        held: list[str]) -> int:
+        """How many pods like ``pod`` fit on ``node`` by this plugin, at most ``limit``; what
+        they take is held (keys in ``held``) until ``release_capacity(held)``."""
+        ...
+
+    def release_capacity(self, held: list[str]) -> None:
         ...
 
 

@@ -492,6 +492,39 @@ class DraManager:
         pc.reserved = (node_name, answer)
         return None
 
+    def copies(self, pc: PodClaims, node_name: str, labels: Mapping[str, str], limit: int,
+               held: list[str]) -> int:
+        """How many pods with claims like ``pc``'s (siblings from the same templates) the
+        node's devices hold at once, up to ``limit``: their own claims allocated one after the
+        other, each seeing the devices the previous ones took. What they take stays held,
+        under the keys appended to ``held``, until ``release_copies(held)``, so a walk over a
+        gang's candidate domain counts devices of pools shared by its nodes once. A group's
+        claims (KEP-5729) are allocated once for all: they count as ``filter`` found them."""
+        if self.filter(pc, node_name, labels) is not None:
+            return 0
+        own = [i for i in pc.to_allocate if not pc.consumers or pc.consumers[i]["resource"] == "pods"]
+        if not own:
+            return limit
+        claims = [pc.claims[i] for i in own]
+        n = 0
+        while n < limit:
+            try:
+                plan = self.allocator.allocate(node_name, labels, claims)
+            except (Unsatisfiable, AllocationError):
+                break
+            for j in range(len(claims)):
+                key = f"\0copies/{len(held)}"
+                held.append(key)
+                self.state.assume(key, plan.entries(j))
+            n += 1
+        return n
+
+    def release_copies(self, held: list[str]) -> None:
+        """Let go what ``copies`` held."""
+        for key in held:
+            self.state.forget(key)
+        held.clear()
+
     def unreserve(self, pc: PodClaims) -> None:
         """Forget what ``reserve`` held (idempotent; fine without a reserve)."""
         if pc.reserved is None:

@@ -177,6 +177,19 @@ class DynamicResources:
                     break
         return np.asarray(keep, dtype=np.int64)
 
+    def member_capacity(self, state: CycleState, pod: PodInfo, node: NodeInfo, limit: int,
+                        held: list[str]) -> int:
+        """How many of ``pod``'s gang the node's devices hold (``DraManager.copies``): its
+        siblings come from the same templates, so each takes devices like its own claims'."""
+        pc = state.get(NAME)
+        if pc is None:
+            return limit
+        pc = _for_node(pc, node)
+        return limit if pc is None else self.manager.copies(pc, node.name, node.labels, limit, held)
+
+    def release_capacity(self, held: list[str]) -> None:
+        self.manager.release_copies(held)
+
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         pc: PodClaims | None = state.get(NAME)
         if pc is None:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...metrics import PODGROUP_SCHEDULE_ATTEMPTS
-from ..framework import ActionType, ClusterEvent, Code, CycleState, Handle, Status
+from ..framework import ActionType, ClusterEvent, Code, CycleState, Handle, MemberCapacityPlugin, Status
 from ..gang import INITIALLY_SCHEDULED, GangManager
 from ..nodeinfo import NodeInfo, PodInfo
 
@@ -238,7 +238,8 @@ class GangScheduling:
     def _choose_domain(self, pod: PodInfo) -> Status | None:
         """Pick the group's domain as upstream's topology-aware scheduling (KEP-5732) picks a
         placement: each value of the topology label is a candidate; one is feasible when the
-        group's unbound members fit in it (by the Filter plugins and this member's requests);
+        group's unbound members fit in it (by the Filter plugins and this member's requests,
+        and by the devices each member's claims take: ``MemberCapacityPlugin``);
         the feasible ones are scored until ``placements_to_score`` of them are found (walking
         from a start that rotates across groups), and the highest score wins. The score is
         NodeResourcesFit's placement score, MostAllocated over the domain's cpu and memory
@@ -264,16 +265,27 @@ class GangScheduling:
         wanted = placements_to_score(len(names), sum(len(d) for d in domains.values()), self.percentage)
         candidates: list[tuple[int, str]] = []
         reqs = [(r, a) for r, a in pod.requests.items() if a > 0]  # "pods": 1 among them
+        # plugins whose resources the members take one after another (DRA's devices): a
+        # node with room for 40 pods by cpu but 2 free GPUs holds 2 members needing a GPU each
+        counted = [p for p in filters if isinstance(p, MemberCapacityPlugin)]
         for name in names:
             slots = 0
-            for ni in domains[name]:
-                if profile.run_filters(filters, probe, pod, ni) is not None:
-                    continue
-                fit = min((ni.allocatable.get(r, 0) - ni.requested.get(r, 0)) // a for r, a in reqs)
-                if fit > 0:
-                    slots += fit
-                if slots >= need:
-                    break
+            held: list[str] = []
+            try:
+                for ni in domains[name]:
+                    if profile.run_filters(filters, probe, pod, ni) is not None:
+                        continue
+                    fit = min((ni.allocatable.get(r, 0) - ni.requested.get(r, 0)) // a for r, a in reqs)
+                    for p in counted:
+                        if fit > 0:
+                            fit = p.member_capacity(probe, pod, ni, min(fit, need - slots), held)
+                    if fit > 0:
+                        slots += fit
+                    if slots >= need:
+                        break
+            finally:
+                for p in counted:
+                    p.release_capacity(held)
             if slots < need:
                 continue
             candidates.append((placement_score(domains[name], pod, need), name))
