@@ -159,6 +159,34 @@ def test_topology_without_a_domain_with_room_rejects_the_gang() -> None:
     assert "no rack domain has room for the 10 pods" in s.message
 
 
+def test_topology_needs_room_for_min_count_members_and_prefers_more() -> None:
+    # KEP-5732's phase 2: a placement is feasible when minCount members fit (not all of
+    # them); PodGroupPodsCount then prefers the placement holding more. Six members of 1 cpu,
+    # minCount 2: r0 has room for 2 and r1 for 3 (the fuller rack is r0), no rack for 6.
+    nodes = [node("r0-n0", cpu="2", labels={"rack": "r0"}), node("r1-n0", cpu="3", labels={"rack": "r1"})]
+    for start in range(2):
+        _h, profile = build(nodes)
+        gang = profile.get("GangScheduling")
+        assert isinstance(gang, GangScheduling)
+        gang._rotation = start
+        gang.manager.set_podgroup(podgroup("pg", 2, topology="rack"))
+        members = [PodInfo(pod(f"m{i}", cpu="1", group="pg")) for i in range(6)]
+        for m in members:
+            gang.manager.observe_pod(m.group_key, m.key, None)
+        assert gang.pre_filter(CycleState(), members[0]) is not None  # SKIP: the domain restricts
+        assert gang.manager.groups["default/pg"].domain == "r1"
+    # minCount 4: neither rack holds 4
+    _h, profile = build(nodes)
+    gang = profile.get("GangScheduling")
+    assert isinstance(gang, GangScheduling)
+    gang.manager.set_podgroup(podgroup("pg", 4, topology="rack"))
+    for m in members:
+        gang.manager.observe_pod(m.group_key, m.key, None)
+    s = gang.pre_filter(CycleState(), members[0])
+    assert s is not None and s.code == Code.UNSCHEDULABLE
+    assert "no rack domain has room for the 4 pods" in s.message
+
+
 
 def _gang(min_count: int, members: tuple[str, ...] = ("a", "b", "c")) -> tuple[FakeHandle, GangScheduling]:
     """The harness and GangScheduling of a one-node profile, PodGroup ``pg`` of ``min_count``

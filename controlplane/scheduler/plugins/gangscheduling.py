@@ -238,18 +238,20 @@ class GangScheduling:
     def _choose_domain(self, pod: PodInfo) -> Status | None:
         """Pick the group's domain as upstream's topology-aware scheduling (KEP-5732) picks a
         placement: each value of the topology label is a candidate; one is feasible when the
-        group's unbound members fit in it (by the Filter plugins and this member's requests,
-        and by the devices each member's claims take: ``MemberCapacityPlugin``);
+        members the group still requires fit in it (a gang's ``minCount`` less those bound, a
+        basic group's one: KEP-5732's phase 2), by the Filter plugins and this member's
+        requests and by the devices each member's claims take (``MemberCapacityPlugin``);
         the feasible ones are scored until ``placements_to_score`` of them are found (walking
         from a start that rotates across groups), and the highest score wins. The score is
-        NodeResourcesFit's placement score, MostAllocated over the domain's cpu and memory
-        once the members are in it, so gangs pack into the fullest domain that holds them.
-        (Upstream's other default placement scorer, PodGroupPodsCount, counts the members
-        that fit: every feasible candidate here holds them all, so it ties.)"""
+        upstream's two default placement scorers, weighted alike: NodeResourcesFit's,
+        MostAllocated over the domain's cpu and memory once the members that fit are in it
+        (gangs pack into the fullest domain that holds them), and PodGroupPodsCount's, the
+        group's members bound or fitting there, 0-100 against the candidate holding most."""
         g = self.manager.groups[pod.group_key]
         assert g.policy is not None
         key = g.policy.topology_key
-        need = max(1, len(g.members) - len(g.bound))
+        need = max(1, len(g.members) - len(g.bound))  # the members to place, as many as fit
+        required = max(1, g.policy.min_count - len(g.bound)) if g.policy.gang else 1
         profile: Profile = self.handle.profile()
         domains, names = self._domains(key)
         if not domains:
@@ -263,7 +265,7 @@ class GangScheduling:
                           plugin=NAME)
         filters = profile.filters_for(probe)
         wanted = placements_to_score(len(names), sum(len(d) for d in domains.values()), self.percentage)
-        candidates: list[tuple[int, str]] = []
+        candidates: list[tuple[str, int, int]] = []  # (domain, placement score, members that fit)
         reqs = [(r, a) for r, a in pod.requests.items() if a > 0]  # "pods": 1 among them
         # plugins whose resources the members take one after another (DRA's devices): a
         # node with room for 40 pods by cpu but 2 free GPUs holds 2 members needing a GPU each
@@ -286,15 +288,18 @@ class GangScheduling:
             finally:
                 for p in counted:
                     p.release_capacity(held)
-            if slots < need:
+            if slots < required:
                 continue
-            candidates.append((placement_score(domains[name], pod, need), name))
+            fits = min(slots, need)
+            candidates.append((name, placement_score(domains[name], pod, fits), fits))
             if len(candidates) >= wanted:
                 break
         if not candidates:
             return Status(Code.UNSCHEDULABLE,
-                          f"no {key} domain has room for the {need} pods of PodGroup \"{pod.group}\"", plugin=NAME)
-        best = max(candidates)[1]
+                          f"no {key} domain has room for the {required} pods of PodGroup \"{pod.group}\"",
+                          plugin=NAME)
+        most = len(g.bound) + max(fits for _, _, fits in candidates)
+        best = max(candidates, key=lambda c: (c[1] + (len(g.bound) + c[2]) * 100 // most, c[1], c[0]))[0]
         self.manager.set_domain(pod.group_key, best, frozenset(n.name for n in domains[best]))
         return None
 
