@@ -399,6 +399,22 @@ class DraManager:
         pc.answers[node_name] = (inv_version, shared, own, answer)
         return answer
 
+    def subrequests(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> list[set[str]] | None:
+        """Per claim of ``pc``, the requests its allocation on this node would name
+        (``"gpu/latest"`` for a ``firstAvailable`` entry): the claims already allocated by
+        their results, the others by the plan ``filter`` found (its cache); None if the node
+        cannot hold them."""
+        out = [{str(r.get("request", "")) for r in ((c.get("status") or {}).get("allocation") or {})
+                .get("devices", {}).get("results") or ()} for c in pc.claims]
+        if pc.to_allocate:
+            plan = self._plan(pc, node_name, labels)
+            if plan.__class__ is str:
+                return None
+            assert isinstance(plan, Plan)
+            for n, i in enumerate(pc.to_allocate):
+                out[i] = {p.alt.request for p in plan.picks[n]}
+        return out
+
     def filter(self, pc: PodClaims, node_name: str, labels: Mapping[str, str]) -> str | None:
         """None when the node can satisfy the pod's claims, else why not."""
         for _, selector in pc.allocated:

@@ -5,7 +5,9 @@ creates those from templates). PreFilter finds the pod's ResourceClaims (``spec.
 ones through ``status.resourceClaimStatuses`` or their owner reference) and
 checks what fails everywhere (a missing class, a bad selector). Filter asks
 whether the node's devices can satisfy the unallocated claims (and whether
-allocated ones are usable there). Reserve holds the devices in memory so that
+allocated ones are usable there). Score prefers the nodes where a
+``firstAvailable`` request gets an earlier alternative (KEP-4816; skipped, by
+PreScore, for pods whose claims list none). Reserve holds the devices in memory so that
 the next cycles see them taken; Unreserve lets them go (and undoes what PreBind
 wrote). PreBind writes ``status.allocation`` and ``reservedFor`` through the
 API and waits for binding conditions. DeviceTaintRules are watched beside the
@@ -28,6 +30,7 @@ from ..columns import Ints
 from ..dra.groups import group_name
 from ..dra.manager import BindingFailed, DraManager, PodClaims, Unschedulable, pod_claim_names
 from ..framework import (
+    MAX_NODE_SCORE,
     ActionType,
     ClusterEvent,
     Code,
@@ -78,6 +81,33 @@ def _claim_targets(old: Any, new: Any) -> Collection[str] | None:
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+FIRST_AVAILABLE_MAX = 8  # resourceapi.FirstAvailableDeviceRequestMaxSize
+
+
+def _prioritized(claims: Sequence[Mapping[str, Any]]) -> bool:
+    """Does a request of these claims list alternatives (``firstAvailable``)?"""
+    return any(req.get("firstAvailable") for c in claims
+               for req in ((c.get("spec") or {}).get("devices") or {}).get("requests") or ())
+
+
+def subrequest_score(claims: Sequence[Mapping[str, Any]], allocated: Sequence[set[str]]) -> int:
+    """Upstream's ``computeScore`` (KEP-4816): for each ``firstAvailable`` entry an
+    allocation uses, ``8 - its index``, summed over the claims' requests, so a node where
+    the preferred alternatives fit scores higher.
+
+    >>> c = {"spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [{"name": "big"}, {"name": "any"}]}]}}}
+    >>> subrequest_score([c], [{"gpu/big"}]), subrequest_score([c], [{"gpu/any"}])
+    (8, 7)
+    """
+    score = 0
+    for claim, used in zip(claims, allocated, strict=True):
+        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+            for i, sub in enumerate(req.get("firstAvailable") or ()):
+                if f"{req.get('name', '')}/{sub.get('name', '')}" in used:
+                    score += FIRST_AVAILABLE_MAX - i
+    return score
 
 
 def _uses_claims(pod: PodInfo, old: Any, new: Any) -> bool:
@@ -189,6 +219,27 @@ class DynamicResources:
 
     def release_capacity(self, held: list[str]) -> None:
         self.manager.release_copies(held)
+
+    # -- scoring: the prioritized list's alternatives (upstream's Score, NormalizeScore)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        pc: PodClaims | None = state.get(NAME)
+        if pc is None or not _prioritized(pc.claims):
+            return Status(Code.SKIP, plugin=NAME)  # every node alike: the common cycle's scorers stay alone
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        pc = _for_node(state.read(NAME), node)
+        if pc is None:
+            return 0
+        used = self.manager.subrequests(pc, node.name, node.labels)
+        return 0 if used is None else subrequest_score(pc.claims, used)
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        """Upstream's ``DefaultNormalizeScore(MaxNodeScore, false, ...)``: ``score * 100 / max``."""
+        most = max(scores, default=0)
+        if most > 0:
+            scores[:] = [s * MAX_NODE_SCORE // most for s in scores]
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         pc: PodClaims | None = state.get(NAME)
