@@ -290,13 +290,24 @@ class DraManager:
         return out
 
     def missing_claim(self, pod: Mapping[str, Any]) -> str | None:
-        """Why the pod cannot be tried yet (a claim not created), or None: PreEnqueue's question."""
-        ns = (pod.get("metadata") or {}).get("namespace", "")
-        for pod_claim, name, _ in self._resolve(pod):
+        """Why the pod cannot be tried yet, or None: PreEnqueue's question, as upstream's
+        ``foreachPodResourceClaim`` asks it there (and again in PreFilter): a claim not
+        created, being deleted, or generated for another pod."""
+        meta = pod.get("metadata") or {}
+        ns, uid = meta.get("namespace", ""), meta.get("uid", "")
+        for pod_claim, name, podgroup in self._resolve(pod):
             if name is None:
                 return f'waiting for resource claim "{pod_claim}" to be created from its template'
-            if f"{ns}/{name}" not in self.claims:
+            claim = self.claims.get(f"{ns}/{name}")
+            if claim is None:
                 return f'resourceclaim "{name}" not found'
+            cmeta = claim.get("metadata") or {}
+            if cmeta.get("deletionTimestamp"):
+                return f'resourceclaim "{name}" is being deleted'
+            if podgroup is None and any(ref.get("controller") and ref.get("kind") == "Pod"
+                                        and ref.get("uid") not in ("", None, uid)
+                                        for ref in cmeta.get("ownerReferences") or ()):
+                return f'resourceclaim "{name}" was not created for this pod'
         return None
 
     def pre_filter(self, pod: Mapping[str, Any]) -> PodClaims | None:

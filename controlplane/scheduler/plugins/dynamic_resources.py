@@ -171,7 +171,8 @@ class DynamicResources:
     # -- scheduling cycle
 
     def pre_enqueue(self, pod: PodInfo) -> Status | None:
-        """Keep a pod out of activeQ until its claims exist (no attempt, no FailedScheduling)."""
+        """Keep a pod out of activeQ until its claims exist, are not being deleted and are its
+        own (no attempt, no FailedScheduling: upstream's PreEnqueue)."""
         if not (pod.obj.get("spec") or {}).get("resourceClaims"):
             return None
         reason = self.manager.missing_claim(pod.obj)
