@@ -566,10 +566,11 @@ class DraManager:
         pc.reserved = None
 
     async def pre_bind(self, client: Any, pc: PodClaims, pod: Mapping[str, Any], node_name: str,
-                       waiting_outside: contextlib.AbstractAsyncContextManager[Any] | None = None) -> None:
+                       waiting_outside: contextlib.AbstractAsyncContextManager[Any] | None = None,
+                       on_wait: Callable[[], None] | None = None) -> None:
         """Write each claim's allocation and reservation; wait for binding conditions, inside
         ``waiting_outside`` (the binding cycle's place among the writers given up meanwhile:
-        ``framework.BindSlot``).
+        ``framework.BindSlot``), having called ``on_wait`` (the plugin's event).
 
         Raises ``BindingFailed`` (after releasing what it wrote) when it cannot finish."""
         plan = pc.reserved[1] if pc.reserved is not None and pc.reserved[0] == node_name else None
@@ -590,6 +591,8 @@ class DraManager:
             await self.release(client, pc, pod)
             raise
         if waiting:
+            if on_wait is not None:
+                on_wait()
             try:
                 async with waiting_outside or contextlib.nullcontext():
                     await self._wait_binding(waiting)

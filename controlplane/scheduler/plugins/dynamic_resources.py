@@ -273,8 +273,13 @@ class DynamicResources:
         if pc is None:
             return None
         try:
+            # upstream's PreBind records this before it polls the claims' device conditions
             await self.manager.pre_bind(self.handle.client, pc, pod.obj, node_name,
-                                        waiting_outside_the_bind_bound(state))
+                                        waiting_outside_the_bind_bound(state),
+                                        lambda: self.handle.record_event(
+                                            pod.obj, "BindingConditionsPending",
+                                            f"waiting for binding conditions for device on node {node_name}",
+                                            "Normal", action="Scheduling"))
         except BindingFailed as e:
             return Status(Code.UNSCHEDULABLE, str(e), plugin=NAME)
         return None

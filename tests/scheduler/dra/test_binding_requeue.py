@@ -241,3 +241,21 @@ async def test_pods_waiting_for_binding_conditions_hold_no_bind_slot(
         await cluster.pods(pod("plain"))
         where = await cluster.bound("plain", timeout=5.0)
         assert where["attached-0"] is None and where["attached-1"] is None
+
+
+async def test_a_pod_waiting_for_binding_conditions_gets_upstreams_event(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # upstream's PreBind records BindingConditionsPending (action Scheduling) before it polls
+    async with running(tmp_path, monkeypatch) as cluster:
+        await _fabric(cluster)
+
+        async def pending() -> list[dict[str, Any]]:
+            events = (await cluster.c.list("/apis/events.k8s.io/v1/namespaces/default/events"))["items"]
+            return [e for e in events if e.get("reason") == "BindingConditionsPending"]
+
+        [event] = await _until_value(cluster, pending)
+        assert event["type"] == "Normal" and event["action"] == "Scheduling"
+        assert event["note"] == f"waiting for binding conditions for device on node {NODE}"
+        assert event["regarding"]["name"] == "attached"
+        await _until_value(cluster, lambda: _report(cluster, ATTACHED))
+        await cluster.bound("attached")
