@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from controlplane.client import ApiError, resource_path
+from controlplane.gostrings import quote
 
 from ..columns import Ints
 from .allocator import AllocationError, Allocator, Plan, Unsatisfiable, claim_signature
@@ -140,15 +141,16 @@ def binding_state(claim: Mapping[str, Any]) -> tuple[bool, str | None]:
         fail = r.get("bindingFailureConditions") or []
         if not want and not fail:
             continue
-        conds: dict[str, str] = {}
+        conds: dict[str, Mapping[str, Any]] = {}
         for d in devices:
             if (d.get("driver"), d.get("pool"), d.get("device")) == (r.get("driver"), r.get("pool"), r.get("device")) \
                     and (d.get("shareID") or None) == (r.get("shareID") or None):
-                conds = {c.get("type", ""): c.get("status", "") for c in d.get("conditions") or []}
+                conds = {c.get("type", ""): c for c in d.get("conditions") or []}
         for f in fail:
-            if conds.get(f) == "True":
-                return False, f"device {r.get('driver')}/{r.get('pool')}/{r.get('device')}: {f} is True"
-        if any(conds.get(w) != "True" for w in want):
+            c = conds.get(f)
+            if c is not None and c.get("status") == "True":  # upstream's isClaimReadyForBinding words
+                return False, f"reason={c.get('reason', '')}, message={quote(str(c.get('message') or ''))}"
+        if any((conds.get(w) or {}).get("status") != "True" for w in want):
             ready = False
     return ready, None
 
@@ -621,7 +623,8 @@ class DraManager:
             if plan is None:
                 raise BindingFailed(f"claim {cmeta['name']}: no reserved allocation for node {node_name}")
             if status.get("allocation"):
-                raise BindingFailed(f"claim {cmeta['name']}: allocated by someone else meanwhile")
+                raise BindingFailed(f"claim {cmeta['namespace']}/{cmeta['name']} got allocated elsewhere in the "
+                                    "meantime")
             latest = await self._add_finalizer(client, path, latest)
             status["allocation"] = plan.allocation(pc.to_allocate.index(i), node_name)
         reserved.append(consumer)
@@ -732,15 +735,14 @@ class DraManager:
                         raise BindingFailed(f"resourceclaim {k} was deallocated while waiting for binding conditions")
                     ok, failure = binding_state(claim)
                     if failure:
-                        raise BindingFailed(f"resourceclaim {k}: binding failed: {failure}")
+                        raise BindingFailed(f"claim {k.partition('/')[2]} binding failed: {failure}")
                     if ok:
                         pending.discard(k)
                 if not pending:
                     return
                 left = deadline - time.monotonic()
-                if left <= 0:
-                    raise BindingFailed(f"timed out after {self.binding_timeout:g}s waiting for binding conditions of "
-                                        f"{', '.join(sorted(pending))}")
+                if left <= 0:  # upstream's words when its poll's deadline passes
+                    raise BindingFailed("device binding timeout")
                 waits = [asyncio.ensure_future(events[k].wait()) for k in pending]
                 _, not_done = await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
                 for w in not_done:

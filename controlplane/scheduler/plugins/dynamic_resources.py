@@ -280,8 +280,8 @@ class DynamicResources:
                                             pod.obj, "BindingConditionsPending",
                                             f"waiting for binding conditions for device on node {node_name}",
                                             "Normal", action="Scheduling"))
-        except BindingFailed as e:
-            return Status(Code.UNSCHEDULABLE, str(e), plugin=NAME)
+        except BindingFailed as e:  # worded as upstream's RunPreBindPlugins wraps a plugin's error
+            return Status(Code.UNSCHEDULABLE, f'running PreBind plugin "{NAME}": {e}', plugin=NAME)
         return None
 
 

@@ -161,8 +161,9 @@ async def test_a_binding_failure_condition_releases_the_claim_requeues_and_later
 
             await cluster.until(failed)
             message = await _scheduled_condition(cluster)
-            assert message == (f"resourceclaim default/link: binding failed: device {DRIVER}/fabric/link-0: "
-                               f"{FAILED} is True")
+            # upstream's words (isClaimReadyForBinding, wrapped by RunPreBindPlugins)
+            assert message == 'running PreBind plugin "DynamicResources": claim link binding failed: ' \
+                              'reason=Reported, message=""'
             await cluster.until(lambda: _attempts(cluster.sched) >= 2)
 
             # ... and the allocation was released: it is written afresh, without the failed
@@ -195,7 +196,8 @@ async def test_the_binding_timeout_releases_the_claim_requeues_and_later_binds(
             await _until_value(cluster, lambda: _allocated_with_devices(cluster))
 
             async def timed_out() -> bool:
-                return "timed out after 0.4s waiting for binding conditions" in await _scheduled_condition(cluster)
+                return await _scheduled_condition(cluster) == \
+                    'running PreBind plugin "DynamicResources": device binding timeout'
 
             await cluster.until(timed_out)
             assert (await cluster.placement())["attached"] is None
