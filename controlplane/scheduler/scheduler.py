@@ -567,7 +567,7 @@ class Scheduler:
         if self._gone(pod):
             return
         self.queue.add_unschedulable(pod, status, cycle, fit.rejectors())
-        self._report_failure(pod, message, nominated, clear_nominated=clear)
+        self._report_failure(pod, message, nominated, clear_nominated=clear, error=status.code == Code.ERROR)
 
     def _prefilter_statuses(self, status: Status) -> dict[str, Status]:
         """Every node's status after a PreFilter rejection: the rejection itself, as upstream's
@@ -603,7 +603,7 @@ class Scheduler:
         else:
             SCHEDULER_SCHEDULE_ATTEMPTS.labels(result="unschedulable").inc()
             self.queue.add_unschedulable(pod, status, cycle)
-        self._report_failure(pod, message, "")
+        self._report_failure(pod, message, "", error=status.code == Code.ERROR)
 
     def _unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         for p in reversed(self.fwk.reserve):
@@ -613,22 +613,28 @@ class Scheduler:
                 log.exception("unreserve %s failed for %s", p.name(), pod.key)
         self.cache.forget(pod)
 
-    def _report_failure(self, pod: PodInfo, message: str, nominated: str, clear_nominated: bool = False) -> None:
+    def _report_failure(self, pod: PodInfo, message: str, nominated: str, clear_nominated: bool = False,
+                        error: bool = False) -> None:
         """FailedScheduling event, and the PodScheduled=False condition (written only when it
         changes: its message, or the pod's generation it observed, as upstream's
         UpdatePodCondition compares), with ``status.nominatedNodeName`` set to ``nominated`` or,
-        ``clear_nominated``, removed."""
+        ``clear_nominated``, removed. Its reason is upstream's: ``SchedulerError`` for an
+        ``error`` of the scheduler's own (a failed write, a PreBind that gave up), else
+        ``Unschedulable``."""
         self.record_event(pod.obj, "FailedScheduling", message, "Warning", action="Scheduling")
         generation = generation_of(pod.obj)
+        reason = "SchedulerError" if error else "Unschedulable"
         for c in (pod.obj.get("status") or {}).get("conditions") or ():
             if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message") == message \
-                    and c.get("observedGeneration") == generation and not nominated and not clear_nominated:
+                    and c.get("reason") == reason and c.get("observedGeneration") == generation \
+                    and not nominated and not clear_nominated:
                 return
-        self.spawn(self._write_condition(pod, message, nominated, clear_nominated))
+        self.spawn(self._write_condition(pod, message, nominated, clear_nominated, reason))
 
-    async def _write_condition(self, pod: PodInfo, message: str, nominated: str, clear_nominated: bool = False) -> None:
+    async def _write_condition(self, pod: PodInfo, message: str, nominated: str, clear_nominated: bool = False,
+                               reason: str = "Unschedulable") -> None:
         status: dict[str, Any] = {"conditions": [observing({
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+            "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
             "lastProbeTime": None, "lastTransitionTime": _now()}, pod.obj)]}
         if nominated:
             status["nominatedNodeName"] = nominated

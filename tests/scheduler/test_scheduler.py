@@ -493,3 +493,29 @@ async def _cond_status(get: Any, status: str) -> bool:
 
 async def _count(get: Any, n: int) -> bool:
     return len(await get()) == n
+
+
+async def test_an_error_of_the_schedulers_own_is_reported_as_scheduler_error(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    # upstream's handleSchedulingFailure: PodScheduled=False with reason SchedulerError for an
+    # error status (a binding the API refused), Unschedulable only when plugins rejected the pod
+    real_bind = Scheduler._bind
+    failures = [Status(Code.ERROR, "binding rejected: boom")]
+
+    async def bind_once_badly(self: Scheduler, state: CycleState, p: PodInfo, node_name: str) -> Status | None:
+        if failures:
+            return failures.pop()
+        return await real_bind(self, state, p, node_name)
+
+    monkeypatch.setattr(Scheduler, "_bind", bind_once_badly)
+    await cluster.nodes(node("n1"))
+    await cluster.pods(pod("p"))
+
+    async def errored() -> dict[str, Any] | None:
+        return next((c for c in await _conditions(cluster, "p") if c["type"] == "PodScheduled"
+                     and c["status"] == "False"), None)
+
+    await cluster.until(errored)
+    got = await errored()
+    assert got is not None and (got["reason"], got["message"]) == ("SchedulerError", "binding rejected: boom")
+    await cluster.bound("p")  # retried after its backoff
