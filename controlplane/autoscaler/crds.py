@@ -7,9 +7,9 @@ The schemas are structural and follow Karpenter's v1 types (fields, enums,
 defaults: ``consolidationPolicy: WhenEmptyOrUnderutilized``, ``consolidateAfter:
 0s``, ``budgets: [{nodes: 10%}]``, ``expireAfter: 720h``) and their CEL rules for
 requirements, labels, budgets and the node class reference, with Karpenter's
-messages (``label "kubernetes.io/hostname" is restricted``). A rule that uses
-the Kubernetes regex library's ``find`` is written with ``matches`` instead, which
-the server's CEL has.
+messages (``label "kubernetes.io/hostname" is restricted``), and its list and map
+types (a budget's ``reasons`` is a set: a duplicate is refused; conditions are a map
+keyed by ``type``).
 """
 
 from __future__ import annotations
@@ -41,21 +41,20 @@ _RESOURCE_LIST: Obj = {"type": "object", "additionalProperties": _QUANTITY}
 _QUALIFIED_NAME = (r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?"
                    r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE: Obj = {"type": "string", "maxLength": 63, "pattern": r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"}
-_TAINTS: Obj = {"type": "array", "items": {
+_TAINTS: Obj = {"type": "array", "x-kubernetes-list-type": "atomic", "items": {
     "type": "object", "required": ["key", "effect"],
     "properties": {"key": {"type": "string", "minLength": 1, "pattern": _QUALIFIED_NAME},
                    "value": {"type": "string", "pattern": _QUALIFIED_NAME},
                    "timeAdded": {"type": "string", "format": "date-time"},
                    "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}}}}
 # Karpenter's well-known labels: its own domain is reserved but for these two (a domain, the key's
-# part before its first '/', ending in karpenter.sh: Karpenter's rule says self.find("^([^/]+)").endsWith(...))
+# part before its first '/', ending in karpenter.sh)
 _KARPENTER_DOMAIN = "[\"karpenter.sh/capacity-type\", \"karpenter.sh/nodepool\"]"
-_KARPENTER_DOMAIN_RE = "'^[^/]*karpenter[.]sh(/|$)'"
 
 
 def _restricted_keys(nodepool: bool) -> list[Obj]:
     """The rules on a requirement's key (``self``), as Karpenter's NodePool (``nodepool``) and NodeClaim CRDs."""
-    rules = [{"rule": f"self in {_KARPENTER_DOMAIN} || !self.matches({_KARPENTER_DOMAIN_RE})",
+    rules = [{"rule": f'self in {_KARPENTER_DOMAIN} || !self.find("^([^/]+)").endsWith("karpenter.sh")',
               "message": 'label domain "karpenter.sh" is restricted'}]
     if nodepool:
         rules.append({"rule": 'self != "karpenter.sh/nodepool"',
@@ -66,7 +65,7 @@ def _restricted_keys(nodepool: bool) -> list[Obj]:
 
 
 def _requirements(nodepool: bool) -> Obj:
-    return {"type": "array", "maxItems": 100, "items": {
+    return {"type": "array", "maxItems": 100, "x-kubernetes-list-type": "atomic", "items": {
         "type": "object", "required": ["key", "operator"],
         "properties": {
             "key": {"type": "string", "maxLength": 316, "pattern": _QUALIFIED_NAME,
@@ -95,11 +94,20 @@ _NODE_CLASS_REF: Obj = {"type": "object", "required": ["group", "kind", "name"],
                         "properties": {"group": {**_not_empty("group"), "pattern": r"^[^/]*$"},
                                        "kind": _not_empty("kind"),
                                        "name": _not_empty("name")}}
-_CONDITIONS: Obj = {"type": "array", "items": {
-    "type": "object", "required": ["type", "status", "lastTransitionTime", "reason", "message"],
-    "properties": {"type": _STRING, "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-                   "reason": _STRING, "message": _STRING, "observedGeneration": {"type": "integer", "minimum": 0},
-                   "lastTransitionTime": {"type": "string", "format": "date-time"}}}}
+_CONDITION_TYPE: Obj = {"type": "string", "maxLength": 316,
+                        "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                                   r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"}
+
+
+def _conditions(required: list[str], reason: Obj) -> Obj:
+    """Karpenter's status conditions (operatorpkg's): a list-map keyed by ``type``."""
+    return {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"], "items": {
+        "type": "object", "required": required,
+        "properties": {"type": _CONDITION_TYPE, "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                       "reason": {"type": "string", "maxLength": 1024, **reason},
+                       "message": {"type": "string", "maxLength": 32768},
+                       "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
+                       "lastTransitionTime": {"type": "string", "format": "date-time"}}}}
 _CLAIM_SPEC_COMMON: Obj = {
     "taints": _TAINTS,
     "startupTaints": _TAINTS,
@@ -142,16 +150,18 @@ def nodepool_crd() -> Obj:
         "schedule": {"type": "string", "pattern": r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|"
                                                   r"((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"},
         "duration": {"type": "string", "pattern": r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$"},
-        "reasons": {"type": "array", "maxItems": 50,
+        "reasons": {"type": "array", "maxItems": 50, "x-kubernetes-list-type": "set",
                     "items": {"type": "string", "enum": ["Underutilized", "Empty", "Drifted"]}}}}
     spec = {"type": "object", "required": ["template"], "properties": {
         "template": {"type": "object", "required": ["spec"], "properties": {
             "metadata": {"type": "object", "properties": {
                 "labels": {"type": "object", "additionalProperties": _LABEL_VALUE, "maxProperties": 100,
+                           "x-kubernetes-map-type": "atomic",
                            "x-kubernetes-validations": [
                     {**rule, "rule": f"self.all(x, {rule['rule'].replace('self', 'x')})"}
                     for rule in _restricted_keys(nodepool=True)]},
-                "annotations": {"type": "object", "additionalProperties": _STRING}}},
+                "annotations": {"type": "object", "additionalProperties": _STRING,
+                                "x-kubernetes-map-type": "granular"}}},
             "spec": {"type": "object", "required": ["requirements", "nodeClassRef"],
                      "properties": {**_CLAIM_SPEC_COMMON, "requirements": _requirements(nodepool=True),
                                     "nodeClassRef": {**_NODE_CLASS_REF, "x-kubernetes-validations": [
@@ -165,6 +175,7 @@ def nodepool_crd() -> Obj:
                            "consolidationPolicy": {"type": "string", "default": "WhenEmptyOrUnderutilized",
                                                    "enum": ["WhenEmpty", "WhenEmptyOrUnderutilized"]},
                            "budgets": {"type": "array", "maxItems": 50, "items": budget,
+                                       "x-kubernetes-list-type": "atomic",
                                        "default": [{"nodes": "10%"}], "x-kubernetes-validations": [
                                            {"rule": "self.all(x, has(x.schedule) == has(x.duration))",
                                             "message": "'schedule' must be set with 'duration'"}]}}},
@@ -182,8 +193,10 @@ def nodepool_crd() -> Obj:
             {"rule": "!has(self.replicas) || !has(self.weight)",
              "message": "'weight' is not supported on static NodePools"}]}
     status = {"type": "object", "properties": {
-        "resources": _RESOURCE_LIST, "nodes": {"type": "integer"}, "conditions": _CONDITIONS,
-        "nodeClassObservedGeneration": {"type": "integer"}}}
+        "resources": _RESOURCE_LIST, "nodes": {"type": "integer", "format": "int64", "default": 0},
+        "conditions": _conditions(["lastTransitionTime", "message", "reason", "status", "type"],
+                                  {"minLength": 1, "pattern": r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"}),
+        "nodeClassObservedGeneration": {"type": "integer", "format": "int64"}}}
     columns: list[Obj] = [
         {"name": "NodeClass", "type": "string", "jsonPath": ".spec.template.spec.nodeClassRef.name"},
         {"name": "Nodes", "type": "string", "jsonPath": ".status.nodes"},
@@ -204,7 +217,9 @@ def nodeclaim_crd() -> Obj:
         "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "spec is immutable"}]}
     status = {"type": "object", "properties": {
         "nodeName": _STRING, "providerID": _STRING, "imageID": _STRING,
-        "capacity": _RESOURCE_LIST, "allocatable": _RESOURCE_LIST, "conditions": _CONDITIONS,
+        "capacity": _RESOURCE_LIST, "allocatable": _RESOURCE_LIST,
+        "conditions": _conditions(["lastTransitionTime", "status", "type"],
+                                  {"pattern": r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?|)$"}),
         "lastPodEventTime": {"type": "string", "format": "date-time"}}}
     columns: list[Obj] = [
         {"name": "Type", "type": "string", "jsonPath": ".metadata.labels.node\\.kubernetes\\.io/instance-type"},

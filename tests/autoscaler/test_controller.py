@@ -175,6 +175,9 @@ async def _pool_with_status(client: Client, name: str) -> dict[str, Any] | None:
     ([], None, [{"nodes": "1", "schedule": "@daily"}], "'schedule' must be set with 'duration'"),
     ([], None, [{"nodes": "1", "schedule": "daily", "duration": "1h"}],
      "spec.disruption.budgets[0].schedule in body should match"),
+    # reasons is a set (x-kubernetes-list-type: set), as in Karpenter's CRD
+    ([], None, [{"nodes": "1", "reasons": ["Empty", "Drifted", "Empty"]}],
+     'spec.disruption.budgets[0].reasons[2]: Duplicate value: "Empty"'),
     ([{"key": "example.com/a b", "operator": "Exists"}], None, None,
      "spec.template.spec.requirements[0].key in body should match"),
     ([{"key": "example.com/team", "operator": "In", "values": ["a/b"]}], None, None,
@@ -228,6 +231,12 @@ async def test_static_nodepools_and_nodeclaim_specs_as_karpenters_rules(client: 
     with pytest.raises(ApiError) as e:
         await client.patch(f"{CLAIMS}/mine", {"spec": {"expireAfter": "1h"}})
     assert e.value.code == 422 and "spec is immutable" in str(e.value.message)
+    # conditions are a list-map keyed by type, as Karpenter's (operatorpkg's) conditions
+    condition = {"type": "Launched", "status": "True", "reason": "Launched", "message": "",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    with pytest.raises(ApiError) as e:
+        await client.patch(f"{CLAIMS}/mine/status", {"status": {"conditions": [condition, condition]}})
+    assert e.value.code == 422 and 'status.conditions[1]: Duplicate value: {"type":"Launched"}' in str(e.value.message)
 
 
 async def _claims_of(client: Client, pool: str, n: int) -> list[dict[str, Any]] | None:
