@@ -65,7 +65,7 @@ POOLS = resource_path(GROUP, VERSION, NODEPOOLS)
 CLAIMS = resource_path(GROUP, VERSION, NODECLAIMS)
 # NodePool status.resources always lists these (Karpenter's counter controller's BaseResources)
 POOL_BASE_RESOURCES = {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "nodes": "0", "pods": "0"}
-# the NodePool conditions this emulator keeps True (Karpenter's root Ready and two of its dependents)
+# the NodePool conditions this emulator keeps (Karpenter's root Ready and two of its dependents)
 POOL_CONDITIONS = ("ValidationSucceeded", "NodeClassReady", "Ready")
 # Karpenter's NodeRegistrationHealthy: Unknown for a new NodePool or a new generation of one, True once
 # one of its NodeClaims registers a node (not part of Ready)
@@ -389,8 +389,9 @@ class Autoscaler:
 
     async def provision(self) -> Plan | None:
         """One provisioning pass over the pods pending now and those of the nodes being disrupted."""
-        # a static NodePool (replicas) launches nothing for pending pods: it keeps its count (_keep_replicas)
-        pools = {name: p for name, p in self.pools().items() if p.replicas is None}
+        # a static NodePool (replicas) launches nothing for pending pods: it keeps its count (_keep_replicas);
+        # nor does one not Ready (Karpenter's provisioner: "ignoring nodepool, not ready")
+        pools = {name: p for name, p in self.pools().items() if p.replicas is None and not p.invalid}
         st = self.state
         if not pools:
             return None
@@ -614,6 +615,8 @@ class Autoscaler:
             active = [c for c in claims if not (c.get("metadata") or {}).get("deletionTimestamp")
                       and key(c) not in self.deleting and key(c) not in self.replacing]
             if len(active) < pool.replicas:
+                if pool.invalid:
+                    continue  # as Karpenter's static provisioning: a NodePool not Ready launches nothing
                 wanted = pool.replicas - len(active)
                 if pool.limits is not None and "nodes" in pool.limits:
                     wanted = min(wanted, pool.limits["nodes"] // 1000 - len(claims))
@@ -796,11 +799,12 @@ class Autoscaler:
                        and registration.get("status") != "True")
             if reset:
                 self._registered_in.discard(name)  # what registered before counts for the old generation
+            pool_conditions = _pool_conditions(pool)
             if reset or healthy or any(status.get(k) != v for k, v in wanted.items()) or any(
-                    (condition(obj, t) or {}).get("observedGeneration") != generation for t in POOL_CONDITIONS):
+                    _differs(condition(obj, c[0]), *c[1:], generation) for c in pool_conditions):
                 conditions = status.get("conditions") or []
-                for ctype in POOL_CONDITIONS:  # the NodePool is valid (the schema said so); its NodeClass is not read
-                    conditions = set_condition(conditions, ctype, "True", ctype, generation=generation)
+                for ctype, cstatus, reason, message in pool_conditions:
+                    conditions = set_condition(conditions, ctype, cstatus, reason, message, generation=generation)
                 if reset:
                     conditions = set_condition(conditions, REGISTRATION_HEALTHY, "Unknown", "AwaitingReconciliation",
                                                "object is awaiting reconciliation", generation=generation)
@@ -817,6 +821,23 @@ class Autoscaler:
 
 def _ready(claim: Obj) -> bool:
     return (condition(claim, "Initialized") or {}).get("status") == "True"
+
+
+def _pool_conditions(pool: NodePoolView) -> list[tuple[str, str, str, str]]:
+    """(type, status, reason, message) of the NodePool's conditions in POOL_CONDITIONS, as
+    Karpenter's: ValidationSucceeded from its runtime validation (NodePoolValidationFailed and its
+    errors), NodeClassReady True (the NodeClass is not read), and the root Ready as operatorpkg
+    sets it from those (False, UnhealthyDependents, "ValidationSucceeded=False")."""
+    if not pool.invalid:
+        return [(t, "True", t, "") for t in POOL_CONDITIONS]
+    return [("ValidationSucceeded", "False", "NodePoolValidationFailed", pool.invalid),
+            ("NodeClassReady", "True", "NodeClassReady", ""),
+            ("Ready", "False", "UnhealthyDependents", "ValidationSucceeded=False")]
+
+
+def _differs(current: Obj | None, status: str, reason: str, message: str, generation: Any) -> bool:
+    return current is None or (current.get("status"), current.get("reason"), current.get("message") or "",
+                               current.get("observedGeneration")) != (status, reason, message, generation)
 
 
 def _timestamp(value: Any) -> float | None:

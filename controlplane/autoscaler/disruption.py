@@ -245,8 +245,9 @@ class Disruption:
                 # a static NodePool's node is replaced by one of its own, whatever its pods need
                 replacement = self.provisioner.static_claim(pool, self._overhead.get(pool.name))
                 return Decision(key(claim), node_name, pool.name, reason, [replacement]) if replacement else None
+            # replacements come from the NodePools Karpenter's provisioner takes: dynamic and Ready
             return self._move(reason, claim, node_name, pool, pods, excluded,
-                              [p for p in pools.values() if p.replicas is None], cheaper_than=None)
+                              [p for p in pools.values() if p.replicas is None and not p.invalid], cheaper_than=None)
         if not self.consolidatable(node_name, pool):
             return None
         if reason == "Empty":
@@ -257,7 +258,7 @@ class Disruption:
             return None
         if self.state.provisionable:
             return None  # capacity is being added: moving pods now would only race it
-        return self._move(reason, claim, node_name, pool, pods, excluded, [pool],
+        return self._move(reason, claim, node_name, pool, pods, excluded, [] if pool.invalid else [pool],
                           cheaper_than=self._price(claim))
 
     def _price(self, claim: Obj) -> float:

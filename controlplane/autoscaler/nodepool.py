@@ -20,6 +20,7 @@ import orjson
 from .labels import CAPACITY_TYPE, NODEPOOL
 from .requirements import Requirement, Requirements
 from .resources import Resources, parse_resources
+from .validation import runtime_errors
 
 __all__ = ["HASH_ANNOTATION", "HASH_VERSION", "HASH_VERSION_ANNOTATION", "NodePoolView", "parse_duration",
            "template_hash"]
@@ -73,6 +74,9 @@ class NodePoolView:
     node_class_ref: Obj
     # Karpenter's static capacity (``spec.replicas``): the nodes it keeps whatever the pods; None: dynamic
     replicas: int | None = None
+    # why Karpenter's runtime validation refuses it (ValidationSucceeded=False: it provisions
+    # nothing), its errors joined as Go's multierr; empty when valid
+    invalid: str = ""
 
     @classmethod
     def parse(cls, obj: Obj) -> NodePoolView:
@@ -98,4 +102,5 @@ class NodePoolView:
             hash=template_hash(obj),
             node_class_ref=dict(tspec.get("nodeClassRef") or {}),
             replicas=int(spec["replicas"]) if spec.get("replicas") is not None else None,
+            invalid="; ".join(runtime_errors(obj)),
         )
