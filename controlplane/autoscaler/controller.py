@@ -480,6 +480,10 @@ class Autoscaler:
             if owner is not None:
                 self._event("NodeClaim", owner, "DisruptionTerminating", f"Disrupting NodeClaim: {d.reason}",
                             dedupe=0.0)
+            if d.approved:  # a Balanced move's score, as Karpenter's ConsolidationApproved
+                for kind, obj in (("Node", disrupted), ("NodeClaim", owner)):
+                    if obj is not None:
+                        self._event(kind, obj, "ConsolidationApproved", d.approved, dedupe=0.0)
 
     def _gangs(self, pods: list[Obj]) -> dict[str, tuple[str, str]]:
         """The pods of ``pods`` whose PodGroup has a topology key: pod key -> (group key, topology key)."""

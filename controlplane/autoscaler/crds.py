@@ -175,7 +175,7 @@ def nodepool_crd() -> Obj:
                        "properties": {
                            "consolidateAfter": _DURATION,
                            "consolidationPolicy": {"type": "string", "default": "WhenEmptyOrUnderutilized",
-                                                   "enum": ["WhenEmpty", "WhenEmptyOrUnderutilized"]},
+                                                   "enum": ["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]},
                            "budgets": {"type": "array", "maxItems": 50, "items": budget,
                                        "x-kubernetes-list-type": "atomic",
                                        "default": [{"nodes": "10%"}], "x-kubernetes-validations": [

@@ -6,11 +6,14 @@ order, each within the NodePool's budgets.
    requirements (or lack a label a requirement added since needs). Replaced:
    its pods are simulated onto the other nodes, and whatever does not fit gets
    new NodeClaims, launched (and Initialized) before the old one is deleted.
-2. **Empty**: no pod that would need a new home, and ``consolidateAfter`` since
+2. **Empty**: no pod that would need a new home (or only pods whose eviction cost,
+   Karpenter's ``EvictionCost``, is not positive), and ``consolidateAfter`` since
    the node's last pod event. Deleted.
-3. **Underutilized** (``consolidationPolicy: WhenEmptyOrUnderutilized``): its pods
-   all fit on the other nodes (deleted), or on one new node cheaper than it
-   (replaced).
+3. **Underutilized** (``consolidationPolicy: WhenEmptyOrUnderutilized`` or
+   ``Balanced``): its pods all fit on the other nodes (deleted), or on one new
+   node cheaper than it (replaced). ``Balanced`` (Karpenter's, k=2) takes the move
+   only if the share of the NodePool's cost it saves is at least half the share
+   of the NodePool's disruption cost it causes (``balanced_score``).
 
 A node whose pods or itself carry ``karpenter.sh/do-not-disrupt: "true"``, or
 with a pod whose PodDisruptionBudget allows no disruption, is never a candidate
@@ -23,6 +26,7 @@ never count on the same free room.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,10 +42,13 @@ from .resources import Resources
 from .simulation import SimNode
 from .state import ClusterState, Simulated, is_reschedulable, key
 
-__all__ = ["REASONS", "Decision", "Disruption", "drift_reason"]
+__all__ = ["BALANCED_K", "REASONS", "Decision", "Disruption", "balanced_score", "drift_reason", "eviction_cost"]
 
 REASONS = ("Drifted", "Empty", "Underutilized")
 RECHECK_SECONDS = 5.0  # a node whose pods could not move is simulated again after this, or on no change sooner
+BALANCED_K = 2  # Karpenter's BalancedK: a Balanced move is taken when its score is at least 1/k
+NODE_DISRUPTION_COST = 1.0  # Karpenter's PerNodeBaseDisruptionCost: draining a node costs this, whatever its pods
+POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 Obj = dict[str, Any]
 
@@ -53,6 +60,46 @@ class Decision:
     pool: str
     reason: str
     replacements: list[NewClaim] = field(default_factory=list)  # empty: just delete
+    # a Balanced consolidation's score, in Karpenter's ConsolidationApproved words; empty for the others
+    approved: str = ""
+
+
+def eviction_cost(pod: Obj) -> float:
+    """Karpenter's ``EvictionCost``: 1, plus the pod's ``controller.kubernetes.io/pod-deletion-cost``
+    over 2^27, plus its priority over 2^25, within [-10, 10].
+
+    >>> eviction_cost({"metadata": {"annotations": {POD_DELETION_COST: "-268435456"}}, "spec": {}})
+    -1.0
+    """
+    cost = 1.0
+    deletion = ((pod.get("metadata") or {}).get("annotations") or {}).get(POD_DELETION_COST)
+    if deletion is not None:
+        with contextlib.suppress(ValueError):  # (Karpenter logs it and goes on)
+            cost += float(deletion) / 2 ** 27
+    priority = (pod.get("spec") or {}).get("priority")
+    if isinstance(priority, int):
+        cost += priority / 2 ** 25
+    return min(10.0, max(-10.0, cost))
+
+
+def _disruption_cost(pods: Sequence[Obj]) -> float:
+    """Karpenter's ``RescheduleDisruptionCost`` of a node whose reschedulable pods are ``pods``."""
+    return NODE_DISRUPTION_COST + sum(max(0.0, eviction_cost(p)) for p in pods)
+
+
+def balanced_score(savings: float, disruption: float, pool_cost: float, pool_disruption: float) -> float:
+    """Karpenter's Balanced score of a move: the share of its NodePool's cost it saves over the
+    share of its NodePool's disruption cost it causes (0 when it saves nothing).
+
+    >>> balanced_score(0.1, 2.0, 0.4, 8.0)  # a quarter of the cost for a quarter of the disruption
+    1.0
+    """
+    if pool_cost <= 0 or pool_disruption <= 0:
+        return 0.0
+    saved, disrupted = savings / pool_cost, disruption / pool_disruption
+    if saved <= 0:
+        return 0.0
+    return saved / disrupted if disrupted else float("inf")
 
 
 def drift_reason(claim: Obj, pool: NodePoolView) -> str | None:
@@ -108,6 +155,7 @@ class Disruption:
         self._usage_cache: dict[str, Resources] = {}
         self._overhead: dict[str, Resources] = {}  # each NodePool's DaemonSet pods' requests, this pass
         self._busy: Mapping[str, str] = {}  # the NodeClaims being replaced, this pass
+        self._totals: dict[str, tuple[float, float]] = {}  # each NodePool's cost and disruption cost, this pass
         # (claim, node, why) of the last pass's candidates that something kept from disruption
         self.blocked: list[tuple[Obj, Obj, str]] = []
         # (NodePool, reason) of the last pass whose budgets allow no disruption for that reason
@@ -123,6 +171,7 @@ class Disruption:
         self._existing = None
         self._busy = busy
         self._usage_cache = {}
+        self._totals = {}
         self._overhead = daemon_overhead(st.daemonsets.values(), pools.values())
         self.blocked = []
         self.pools_blocked = []
@@ -250,14 +299,19 @@ class Disruption:
                               [p for p in pools.values() if p.replicas is None and not p.invalid], cheaper_than=None)
         if not self.consolidatable(node_name, pool):
             return None
+        # as Karpenter's Candidate.IsEmpty: no pod whose eviction costs anything (pods that declared
+        # themselves free to go, by a very low deletion cost or priority, do not keep a node)
+        empty = all(eviction_cost(p) <= 0 for p in pods)
         if reason == "Empty":
-            if pods:
+            if not empty:
                 return None
             return Decision(key(claim), node_name, pool.name, reason)
-        if pool.consolidation_policy != "WhenEmptyOrUnderutilized" or not pods:
+        if pool.consolidation_policy not in ("WhenEmptyOrUnderutilized", "Balanced") or empty:
             return None
         if self.state.provisionable:
             return None  # capacity is being added: moving pods now would only race it
+        if pool.consolidation_policy == "Balanced" and not self._may_pass(claim, pool, pods):
+            return None
         return self._move(reason, claim, node_name, pool, pods, excluded, [] if pool.invalid else [pool],
                           cheaper_than=self._price(claim))
 
@@ -295,12 +349,44 @@ class Disruption:
                 len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than)):
             self._unmovable[key(claim)] = (self.state.generation, self.clock())
             return None
+        approved = ""
+        if cheaper_than is not None and pool.consolidation_policy == "Balanced":
+            savings = cheaper_than - sum(c.launch[1].price for c in plan.claims)
+            pool_cost, pool_disruption = self._pool_totals(pool)
+            disruption = _disruption_cost(pods)
+            score = balanced_score(savings, disruption, pool_cost, pool_disruption)
+            if score < 1 / BALANCED_K:
+                return None  # (not cached as unmovable: a change of policy takes it at once)
+            approved = (f"score {score:.2f} >= threshold {1 / BALANCED_K:.2f} (k: {BALANCED_K}, savings "
+                        f"{100 * savings / pool_cost:.1f}%, disruption {100 * disruption / pool_disruption:.1f}%)")
         # commit: the pods' new homes are taken for the rest of this pass
         by_name = {n.name: n for n in trial}
         for n in others:
             n.requested = by_name[n.name].requested
             n.claimed = by_name[n.name].claimed
-        return Decision(key(claim), node_name, pool.name, reason, plan.claims)
+        return Decision(key(claim), node_name, pool.name, reason, plan.claims, approved)
+
+    def _may_pass(self, claim: Obj, pool: NodePoolView, pods: Sequence[Obj]) -> bool:
+        """Whether deleting ``claim``'s node outright, the best a move of it can save, would pass
+        the Balanced threshold: if not, no move of it is simulated (Karpenter's CanPassThreshold)."""
+        pool_cost, pool_disruption = self._pool_totals(pool)
+        return balanced_score(self._price(claim), _disruption_cost(pods), pool_cost,
+                              pool_disruption) >= 1 / BALANCED_K
+
+    def _pool_totals(self, pool: NodePoolView) -> tuple[float, float]:
+        """The NodePool's cost (its NodeClaims' prices) and disruption cost (each NodeClaim's, its
+        node's reschedulable pods'), the denominators of Karpenter's Balanced score: taken once a
+        pass, as Karpenter snapshots them once a cycle."""
+        if pool.name in self._totals:
+            return self._totals[pool.name]
+        cost = disruption = 0.0
+        for c in self.state.claims_of_pool(pool.name):
+            cost += self._price(c)
+            node = (c.get("status") or {}).get("nodeName") or ""
+            disruption += _disruption_cost([p for p in self.state.pods_of(node) if is_reschedulable(p)]
+                                           if node else ())
+        self._totals[pool.name] = (cost, disruption)
+        return cost, disruption
 
     def _usage(self, pools: Sequence[NodePoolView]) -> dict[str, Resources]:
         for p in pools:

@@ -545,10 +545,11 @@ async def _n_nodes(client: Client, n: int) -> list[dict[str, Any]] | None:
     return nodes if len(nodes) >= n else None
 
 
-async def test_underutilized_node_is_drained_onto_the_other(client: Client, scaler: Autoscaler) -> None:
+@pytest.mark.parametrize("policy", ["WhenEmptyOrUnderutilized", "Balanced"])
+async def test_underutilized_node_is_drained_onto_the_other(client: Client, scaler: Autoscaler, policy: str) -> None:
     large = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["cpu-large"]}]
     await client.create(POOLS, nodepool("cpu", consolidate_after="1s", budgets=[{"nodes": "100%"}],
-                                        requirements=large))
+                                        requirements=large, policy=policy))
     await pending_pods(client, [pod("big", "20"), pod("big2", "20")])
     await wait_for(lambda: _running(client, 2), timeout=15)
     names = sorted(n["metadata"]["name"] for n in await items(client, NODES))
@@ -570,6 +571,12 @@ async def test_underutilized_node_is_drained_onto_the_other(client: Client, scal
     # with Karpenter's event naming the disruption (the NodeClaim's DisruptionReason)
     [evicted] = {"s0", "s1"} - pods
     assert await _events(client, evicted, "Evicted", "Pod") == ["Evicted pod: Underutilized"]
+    # Balanced (Karpenter's, k=2) took it for its score: half the NodePool's cost saved for half of
+    # its disruption cost (a node and its pod: 2 of 4), with Karpenter's ConsolidationApproved
+    [gone] = set(names) - {n["metadata"]["name"] for n in await items(client, NODES)}
+    approved = await _events(client, gone, "ConsolidationApproved", "NodeClaim")
+    assert approved == (["score 1.00 >= threshold 0.50 (k: 2, savings 50.0%, disruption 50.0%)"]
+                        if policy == "Balanced" else [])
 
 
 async def test_drift_replaces_the_node_before_deleting_it(client: Client, scaler: Autoscaler) -> None:

@@ -91,3 +91,54 @@ def test_a_percentage_budget_counts_initialized_nodes_only() -> None:
     assert disruption.decide(pools, busy={}) == []
     st.node_updated(sick, pool_node("n1"))
     assert len(disruption.decide(pools, busy={})) == 1
+
+
+def _four_nodes(costly: dict[str, Any] | None) -> tuple[ClusterState, list[float]]:
+    """Four small nodes of one NodePool, each with a 900m pod; those of n1-n3 annotated
+    do-not-disrupt (so n4 is the only candidate), n4's with ``costly`` in its spec."""
+    now = [0.0]
+    st = ClusterState(clock=lambda: now[0])
+    for n in ("n1", "n2", "n3", "n4"):
+        st.node_added(pool_node(n))
+        st.nodeclaim_set(None, claim(n, node_name=n))
+        p = bound(f"{n}-p", "900m", n, annotations={} if n == "n4" else {"karpenter.sh/do-not-disrupt": "true"})
+        p["spec"].update(costly or {} if n == "n4" else {})
+        st.pod_added(p)
+    now[0] = 100.0
+    return st, now
+
+
+def test_balanced_consolidation_takes_a_move_only_if_it_saves_enough_for_its_disruption() -> None:
+    """Karpenter's Balanced policy (k=2): a move's share of the NodePool's cost saved over its
+    share of the NodePool's disruption cost (1 a node, plus each pod's eviction cost) must be
+    at least 1/2. Deleting n4 saves a quarter of the cost; with a pod of default cost it causes
+    a quarter of the disruption (2 of 8): score 1, taken. With a pod of the highest priority
+    (eviction cost 10) it causes 11 of 17: score 0.39, left, where WhenEmptyOrUnderutilized
+    takes it."""
+    budgets = {"consolidateAfter": "1s", "budgets": [{"nodes": "100%"}]}
+    st, now = _four_nodes(None)
+    disruption = Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+    [decision] = disruption.decide({"default": pool(disruption={**budgets, "consolidationPolicy": "Balanced"})}, {})
+    assert (decision.claim, decision.reason, decision.replacements) == ("n4", "Underutilized", [])
+    assert decision.approved == "score 1.00 >= threshold 0.50 (k: 2, savings 25.0%, disruption 25.0%)"
+
+    st, now = _four_nodes({"priority": 1_000_000_000})
+    disruption = Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+    assert disruption.decide({"default": pool(disruption={**budgets, "consolidationPolicy": "Balanced"})}, {}) == []
+    [decision] = disruption.decide({"default": pool(disruption=budgets)}, {})  # WhenEmptyOrUnderutilized
+    assert (decision.claim, decision.approved) == ("n4", "")
+
+
+def test_a_node_whose_pods_cost_nothing_to_evict_is_empty() -> None:
+    """As Karpenter's Candidate.IsEmpty (v1.14): a node whose pods all have an eviction cost of
+    0 or less (pod-deletion-cost at most -2^27) is Empty, for WhenEmpty NodePools too."""
+    st, now = _four_nodes(None)
+    free = st.pods["default/n4-p"]
+    free = {**free, "metadata": {**free["metadata"], "resourceVersion": "2",
+                                 "annotations": {"controller.kubernetes.io/pod-deletion-cost": "-134217728"}}}
+    st.pod_updated(st.pods["default/n4-p"], free)
+    now[0] += 100.0
+    disruption = Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+    [decision] = disruption.decide({"default": pool(disruption={
+        "consolidateAfter": "1s", "consolidationPolicy": "WhenEmpty", "budgets": [{"nodes": "100%"}]})}, {})
+    assert (decision.claim, decision.reason) == ("n4", "Empty")
