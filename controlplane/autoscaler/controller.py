@@ -470,6 +470,9 @@ class Autoscaler:
         for claim, node, why in self.disruption.blocked:
             self._event("Node", node, "DisruptionBlocked", why)
             self._event("NodeClaim", claim, "DisruptionBlocked", why)
+        for claim, node, why in self.disruption.unconsolidatable:  # (Karpenter's: at most every 15 minutes)
+            self._event("Node", node, "Unconsolidatable", why, dedupe=900.0)
+            self._event("NodeClaim", claim, "Unconsolidatable", why, dedupe=900.0)
         for pool, reason in self.disruption.pools_blocked:  # (a budget can change every minute)
             self._event("NodePool", pool.obj, "DisruptionBlocked",
                         f"No allowed disruptions for disruption reason {reason} due to blocking budget", dedupe=60.0)

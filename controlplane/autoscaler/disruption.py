@@ -160,6 +160,9 @@ class Disruption:
         self.blocked: list[tuple[Obj, Obj, str]] = []
         # (NodePool, reason) of the last pass whose budgets allow no disruption for that reason
         self.pools_blocked: list[tuple[NodePoolView, str]] = []
+        # (claim, node, why) of the last pass's candidates that consolidation left, in Karpenter's
+        # Unconsolidatable words
+        self.unconsolidatable: list[tuple[Obj, Obj, str]] = []
 
     def decide(self, pools: Mapping[str, NodePoolView], busy: Mapping[str, str],
                now: datetime | None = None) -> list[Decision]:
@@ -175,6 +178,7 @@ class Disruption:
         self._overhead = daemon_overhead(st.daemonsets.values(), pools.values())
         self.blocked = []
         self.pools_blocked = []
+        self.unconsolidatable = []
         self._unmovable = {k: v for k, v in self._unmovable.items() if k in st.nodeclaims}
         for pool in sorted(pools.values(), key=lambda p: p.name):
             claims = st.claims_of_pool(pool.name)
@@ -201,7 +205,12 @@ class Disruption:
                 if _annotated(node):
                     self.blocked.append((c, node, f'Disruption is blocked through the "{DO_NOT_DISRUPT}" annotation'))
                     continue
-                candidates.append((c, node, self._pods_block(node)))
+                pods_block = self._pods_block(node)
+                candidates.append((c, node, pods_block))
+                if pool.replicas is None and pods_block is None:
+                    why = self._never_consolidated(pool, node)
+                    if why:
+                        self.unconsolidatable.append((c, node, why))
             if not candidates:
                 continue
             for reason in REASONS:
@@ -276,6 +285,17 @@ class Disruption:
                     return f"Pdb prevents pod evictions (PodDisruptionBudget=[{key(b)}])"
         return None
 
+    def _never_consolidated(self, pool: NodePoolView, node: Obj) -> str | None:
+        """Why consolidation leaves ``node`` whatever its pods, as Karpenter's ShouldDisrupt says
+        it (before consolidateAfter has passed): consolidation disabled (``consolidateAfter:
+        Never``), or a WhenEmpty NodePool's node that is not empty."""
+        if pool.consolidate_after is None:
+            return f'NodePool "{pool.name}" has consolidation disabled'
+        if pool.consolidation_policy == "WhenEmpty" and any(
+                eviction_cost(p) > 0 for p in self.state.pods_of(key(node)) if is_reschedulable(p)):
+            return f'NodePool "{pool.name}" has consolidation policy WhenEmpty, but node is not empty'
+        return None
+
     def consolidatable(self, node: str, pool: NodePoolView) -> bool:
         """Whether ``consolidateAfter`` has passed since the node's last pod event."""
         if pool.consolidate_after is None:
@@ -348,6 +368,19 @@ class Disruption:
         if plan.unschedulable or (cheaper_than is not None and plan.claims and (
                 len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than)):
             self._unmovable[key(claim)] = (self.state.generation, self.clock())
+            node = self.state.nodes.get(node_name)
+            if cheaper_than is not None and node is not None:  # consolidation says why (Karpenter's words)
+                if plan.unschedulable:
+                    # (Karpenter's NonPendingPodSchedulingErrors, through pretty.Sentence)
+                    errors = sorted(plan.unschedulable.items())
+                    why = "Not all pods would schedule, " + "".join(f"{k} => {e} " for k, e in errors[:5])
+                    if len(errors) > 5:
+                        why += f" and {len(errors) - 5} other(s)"
+                elif len(plan.claims) > 1:
+                    why = f"Can't remove without creating {len(plan.claims)} candidates"
+                else:
+                    why = "Can't replace with a cheaper node"
+                self.unconsolidatable.append((claim, node, why))
             return None
         approved = ""
         if cheaper_than is not None and pool.consolidation_policy == "Balanced":

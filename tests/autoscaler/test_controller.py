@@ -579,6 +579,20 @@ async def test_underutilized_node_is_drained_onto_the_other(client: Client, scal
                         if policy == "Balanced" else [])
 
 
+async def test_a_when_empty_nodes_pods_keep_it_with_karpenters_unconsolidatable_event(
+        client: Client, scaler: Autoscaler) -> None:
+    # `kubectl describe nodeclaim` (and node) says why consolidation leaves it, as Karpenter's
+    name = await _one_running(client, pod("a", "1"), nodepool("cpu", consolidate_after="1s", policy="WhenEmpty"))
+    why = 'NodePool "cpu" has consolidation policy WhenEmpty, but node is not empty'
+
+    async def said(kind: str) -> list[str]:
+        return await _events(client, name, "Unconsolidatable", kind)
+
+    assert await wait_for(lambda: said("NodeClaim"), timeout=10) == [why]
+    assert await said("Node") == [why]
+    assert [c["metadata"]["name"] for c in await items(client, CLAIMS)] == [name]
+
+
 async def test_drift_replaces_the_node_before_deleting_it(client: Client, scaler: Autoscaler) -> None:
     old = await _one_running(client, pod("a", "20"))
     claim = await client.get(f"{CLAIMS}/{old}")

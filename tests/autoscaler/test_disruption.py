@@ -142,3 +142,38 @@ def test_a_node_whose_pods_cost_nothing_to_evict_is_empty() -> None:
     [decision] = disruption.decide({"default": pool(disruption={
         "consolidateAfter": "1s", "consolidationPolicy": "WhenEmpty", "budgets": [{"nodes": "100%"}]})}, {})
     assert (decision.claim, decision.reason) == ("n4", "Empty")
+
+
+def test_consolidation_says_why_it_leaves_a_node() -> None:
+    """Karpenter's Unconsolidatable reasons: consolidation disabled, a WhenEmpty NodePool's node
+    not empty (both whatever consolidateAfter), and, after simulating a move of the node's pods,
+    no cheaper replacement, or pods that would not schedule."""
+    st, now = _four_nodes(None)
+    disruption = Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+    budgets = [{"nodes": "100%"}]
+    assert disruption.decide({"default": pool(disruption={"consolidateAfter": "Never", "budgets": budgets})}, {}) == []
+    assert [(c["metadata"]["name"], why) for c, _, why in disruption.unconsolidatable] == [
+        ("n4", 'NodePool "default" has consolidation disabled')]
+    assert disruption.decide({"default": pool(disruption={
+        "consolidateAfter": "1h", "consolidationPolicy": "WhenEmpty", "budgets": budgets})}, {}) == []
+    assert [(c["metadata"]["name"], why) for c, _, why in disruption.unconsolidatable] == [
+        ("n4", 'NodePool "default" has consolidation policy WhenEmpty, but node is not empty')]
+
+    # one small node, its pod alone: a new small node would cost as much
+    now = [0.0]
+    st = ClusterState(clock=lambda: now[0])
+    st.node_added(pool_node("n1"))
+    st.nodeclaim_set(None, claim("n1", node_name="n1"))
+    st.pod_added(bound("p", "900m", "n1"))
+    now[0] = 100.0
+    disruption = Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+    assert disruption.decide({"default": pool(disruption={"consolidateAfter": "1s", "budgets": budgets})}, {}) == []
+    assert [why for _, _, why in disruption.unconsolidatable] == ["Can't replace with a cheaper node"]
+    # a pod needing a label no NodePool gives a node (its node has it): it would not schedule elsewhere
+    picky = bound("picky", "900m", "n1")
+    picky["spec"]["nodeSelector"] = {"example.com/disk": "ssd"}
+    st.pod_added(picky)
+    now[0] += 10
+    assert disruption.decide({"default": pool(disruption={"consolidateAfter": "1s", "budgets": budgets})}, {}) == []
+    [(_, _, why)] = disruption.unconsolidatable
+    assert why.startswith("Not all pods would schedule, default/picky => ") and why.endswith(" "), why
