@@ -34,7 +34,7 @@ from typing import Any
 
 from ..registry.disruption import covers, healthy
 from .budgets import allowed
-from .labels import DO_NOT_DISRUPT
+from .labels import CAPACITY_TYPE, DO_NOT_DISRUPT
 from .nodepool import HASH_ANNOTATION, HASH_VERSION, HASH_VERSION_ANNOTATION, NodePoolView
 from .provisioner import NewClaim, Provisioner, daemon_overhead
 from .requirements import Requirements
@@ -126,6 +126,15 @@ def drift_reason(claim: Obj, pool: NodePoolView) -> str | None:
         if k not in launched_with:
             return "RequirementsDrifted"
     return None
+
+
+def _spot_to_spot(claim: Obj, replacement: NewClaim) -> bool:
+    """Whether replacing spot NodeClaim ``claim`` by ``replacement`` would be spot to spot: the
+    replacement's requirements allow spot (Karpenter's check, before any price)."""
+    if ((claim.get("metadata") or {}).get("labels") or {}).get(CAPACITY_TYPE) != "spot":
+        return False
+    reqs = replacement.requirements
+    return CAPACITY_TYPE not in reqs or reqs[CAPACITY_TYPE].allows("spot")
 
 
 def _annotated(obj: Obj) -> bool:
@@ -365,21 +374,26 @@ class Disruption:
                          n.slices, n.nodepool, n.claim, devices=n.devices, claimed=list(n.claimed),
                          placed=n.placed) for n in others]
         plan = self.provisioner.plan(demands, trial, pools, self._usage(pools), self._overhead)
-        if plan.unschedulable or (cheaper_than is not None and plan.claims and (
-                len(plan.claims) > 1 or plan.claims[0].launch[1].price >= cheaper_than)):
+        # why consolidation refuses the move, in Karpenter's words (its computeConsolidation's order)
+        why: str | None = None
+        if plan.unschedulable:
+            # (Karpenter's NonPendingPodSchedulingErrors, through pretty.Sentence)
+            errors = sorted(plan.unschedulable.items())
+            why = "Not all pods would schedule, " + "".join(f"{k} => {e} " for k, e in errors[:5])
+            if len(errors) > 5:
+                why += f" and {len(errors) - 5} other(s)"
+        elif cheaper_than is not None and len(plan.claims) > 1:
+            why = f"Can't remove without creating {len(plan.claims)} candidates"
+        elif cheaper_than is not None and plan.claims and _spot_to_spot(claim, plan.claims[0]):
+            # Karpenter's SpotToSpotConsolidation feature gate, off by default: a spot node is
+            # deleted by consolidation, never replaced by one that may be spot
+            why = "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+        elif cheaper_than is not None and plan.claims and plan.claims[0].launch[1].price >= cheaper_than:
+            why = "Can't replace with a cheaper node"
+        if why is not None:
             self._unmovable[key(claim)] = (self.state.generation, self.clock())
             node = self.state.nodes.get(node_name)
-            if cheaper_than is not None and node is not None:  # consolidation says why (Karpenter's words)
-                if plan.unschedulable:
-                    # (Karpenter's NonPendingPodSchedulingErrors, through pretty.Sentence)
-                    errors = sorted(plan.unschedulable.items())
-                    why = "Not all pods would schedule, " + "".join(f"{k} => {e} " for k, e in errors[:5])
-                    if len(errors) > 5:
-                        why += f" and {len(errors) - 5} other(s)"
-                elif len(plan.claims) > 1:
-                    why = f"Can't remove without creating {len(plan.claims)} candidates"
-                else:
-                    why = "Can't replace with a cheaper node"
+            if cheaper_than is not None and node is not None:
                 self.unconsolidatable.append((claim, node, why))
             return None
         approved = ""

@@ -177,3 +177,31 @@ def test_consolidation_says_why_it_leaves_a_node() -> None:
     assert disruption.decide({"default": pool(disruption={"consolidateAfter": "1s", "budgets": budgets})}, {}) == []
     [(_, _, why)] = disruption.unconsolidatable
     assert why.startswith("Not all pods would schedule, default/picky => ") and why.endswith(" "), why
+
+
+def test_a_spot_node_is_not_replaced_by_a_spot_node() -> None:
+    """Karpenter's SpotToSpotConsolidation feature gate is off by default: a spot node is not
+    replaced by consolidation with a node that may be spot, however cheaper ("SpotToSpotConsolidation
+    is disabled, can't replace a spot node with a spot node"); an on-demand node may be."""
+    now = [0.0]
+    st = ClusterState(clock=lambda: now[0])
+    st.node_added(pool_node("n1"))
+    spot = claim("n1", "medium", node_name="n1")
+    spot["metadata"]["labels"]["karpenter.sh/capacity-type"] = "spot"
+    st.nodeclaim_set(None, spot)
+    st.pod_added(bound("p", "900m", "n1"))
+    now[0] = 100.0
+    disruption = Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+    both = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
+    budgets = {"consolidateAfter": "1s", "budgets": [{"nodes": "100%"}]}
+    assert disruption.decide({"default": pool(requirements=both, disruption=budgets)}, {}) == []
+    assert [why for _, _, why in disruption.unconsolidatable] == [
+        "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"]
+    # an on-demand node of the NodePool is replaced: by the cheapest, a small spot node
+    on_demand = claim("n1", "medium", node_name="n1")
+    on_demand["metadata"]["labels"]["karpenter.sh/capacity-type"] = "on-demand"
+    st.nodeclaim_set(spot, on_demand)
+    now[0] += 10  # (a candidate whose move was refused is simulated again a few seconds later)
+    [decision] = disruption.decide({"default": pool(requirements=both, disruption=budgets)}, {})
+    assert (decision.claim, decision.reason) == ("n1", "Underutilized")
+    assert [(c.launch[0].name, c.launch[1].capacity_type) for c in decision.replacements] == [("small", "spot")]
