@@ -46,6 +46,8 @@ __all__ = ["BALANCED_K", "REASONS", "Decision", "Disruption", "balanced_score", 
 
 REASONS = ("Drifted", "Empty", "Underutilized")
 RECHECK_SECONDS = 5.0  # a node whose pods could not move is simulated again after this, or on no change sooner
+# ... and after this even if nothing changed (Karpenter's ConsolidationState: at least every 5 minutes)
+REVALIDATE_SECONDS = 300.0
 BALANCED_K = 2  # Karpenter's BalancedK: a Balanced move is taken when its score is at least 1/k
 NODE_DISRUPTION_COST = 1.0  # Karpenter's PerNodeBaseDisruptionCost: draining a node costs this, whatever its pods
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -158,8 +160,9 @@ class Disruption:
         self.sim = sim
         self.provisioner = provisioner
         self.clock = clock
-        # claim -> (state generation, clock) when its pods last had nowhere to go
-        self._unmovable: dict[str, tuple[int, float]] = {}
+        # claim -> (state generation, clock, NodePools' generations) when its pods last had nowhere to go
+        self._unmovable: dict[str, tuple[int, float, object]] = {}
+        self._pools_version: object = ()  # the NodePools' names and generations, this pass
         self._existing: list[SimNode] | None = None
         self._usage_cache: dict[str, Resources] = {}
         self._overhead: dict[str, Resources] = {}  # each NodePool's DaemonSet pods' requests, this pass
@@ -189,6 +192,10 @@ class Disruption:
         self.pools_blocked = []
         self.unconsolidatable = []
         self._unmovable = {k: v for k, v in self._unmovable.items() if k in st.nodeclaims}
+        # a NodePool's spec is part of what a refused move was judged on (Karpenter marks the
+        # cluster unconsolidated when a NodePool changes)
+        self._pools_version = tuple(sorted((name, (p.obj.get("metadata") or {}).get("generation"))
+                                           for name, p in pools.items()))
         for pool in sorted(pools.values(), key=lambda p: p.name):
             claims = st.claims_of_pool(pool.name)
             # as Karpenter's BuildDisruptionBudgetMapping: the budget's total is the NodePool's
@@ -362,7 +369,8 @@ class Disruption:
         for what does not fit, onto new nodes (replace it) — for consolidation only
         one, and only if cheaper."""
         failed = self._unmovable.get(key(claim))
-        if failed is not None and (failed[0] == self.state.generation or self.clock() - failed[1] < RECHECK_SECONDS):
+        if failed is not None and failed[2] == self._pools_version and self.clock() - failed[1] < REVALIDATE_SECONDS \
+                and (failed[0] == self.state.generation or self.clock() - failed[1] < RECHECK_SECONDS):
             return None  # its pods had nowhere to go, and nothing (or not much time) has changed since
         if self._existing is None:
             self._existing = self._with_pending(self.sim.nodes(overhead=self._overhead))
@@ -391,7 +399,7 @@ class Disruption:
         elif cheaper_than is not None and plan.claims and plan.claims[0].launch[1].price >= cheaper_than:
             why = "Can't replace with a cheaper node"
         if why is not None:
-            self._unmovable[key(claim)] = (self.state.generation, self.clock())
+            self._unmovable[key(claim)] = (self.state.generation, self.clock(), self._pools_version)
             node = self.state.nodes.get(node_name)
             if cheaper_than is not None and node is not None:
                 self.unconsolidatable.append((claim, node, why))

@@ -205,3 +205,33 @@ def test_a_spot_node_is_not_replaced_by_a_spot_node() -> None:
     [decision] = disruption.decide({"default": pool(requirements=both, disruption=budgets)}, {})
     assert (decision.claim, decision.reason) == ("n1", "Underutilized")
     assert [(c.launch[0].name, c.launch[1].capacity_type) for c in decision.replacements] == [("small", "spot")]
+
+
+def test_a_nodepool_change_has_a_refused_node_simulated_again() -> None:
+    """A candidate whose move was refused is not simulated again while nothing changes (but every
+    5 minutes, as Karpenter's ConsolidationState); a change of its NodePool (here, allowing a
+    cheaper type) is a change, as Karpenter's NodePool informer marks the cluster unconsolidated."""
+    now = [0.0]
+    st = ClusterState(clock=lambda: now[0])
+    st.node_added(pool_node("n1"))
+    medium = claim("n1", "medium", node_name="n1")
+    medium["metadata"]["labels"]["karpenter.sh/capacity-type"] = "on-demand"
+    st.nodeclaim_set(None, medium)
+    st.pod_added(bound("p", "900m", "n1"))
+    now[0] = 100.0
+    disruption = Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+    budgets = {"consolidateAfter": "1s", "budgets": [{"nodes": "100%"}]}
+    only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["medium", "large"]}]
+    before = pool(requirements=only, disruption=budgets)
+    assert disruption.decide({"default": before}, {}) == []
+    assert [why for _, _, why in disruption.unconsolidatable] == ["Can't replace with a cheaper node"]
+    now[0] += 60
+    assert disruption.decide({"default": before}, {}) == []  # nothing changed: not simulated again
+    assert disruption.unconsolidatable == []
+    now[0] += 300  # ... but for Karpenter's revalidation, every 5 minutes
+    assert disruption.decide({"default": before}, {}) == []
+    assert [why for _, _, why in disruption.unconsolidatable] == ["Can't replace with a cheaper node"]
+    after = pool(requirements=[{**only[0], "values": ["small", "medium", "large"]}], disruption=budgets)
+    after.obj["metadata"]["generation"] = 2
+    [decision] = disruption.decide({"default": after}, {})
+    assert [c.launch[0].name for c in decision.replacements] == ["small"]
