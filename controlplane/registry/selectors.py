@@ -486,21 +486,22 @@ def parse_field_selector(text: str | None, plural: str, custom: bool = False,
     ``"f" is not a known field selector: only "metadata.name", "metadata.namespace"``.
     ``only``: of the fields beyond the metadata ones, those the version asked for has (a
     custom resource's versions share one field set, each selecting on its own fields)."""
-    if not text or not text.strip():
+    if not text:
         return FieldSelector(())
     fields = selectable_fields(plural)
     if only is not None:
         fields = {name: get for name, get in fields.items() if name in _COMMON or name in only}
     terms = []
     for part in sorted(_split_terms(text)):  # (sorted, as upstream's: its first error is the first's)
-        part = part.strip()
         if not part:
             continue  # as upstream's parseSelector: kr8s asks for `metadata.name=x,`
         split = _split_term(part)
         if split is None:
             raise SelectorError(f"invalid selector: '{text}'; can't understand '{part}'")  # upstream's words
         field, op, value = split
-        field, value = field.strip(), _unescape_value(value.strip())
+        # no space trimmed, as upstream's: `status.phase = Running` names a field "status.phase "
+        # (refused), `status.phase= Running` asks for the value " Running" (held by no pod)
+        value = _unescape_value(value)
         if plural == "pods" and field == "spec.host":  # an old v1 client's name for it, upstream's conversion says
             field = "spec.nodeName"
         if plural == "pods" and field == "status.podIPs":

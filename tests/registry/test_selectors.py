@@ -89,6 +89,21 @@ def test_empty_field_selector_terms_are_skipped_as_upstream() -> None:
     assert parse_field_selector(",", "pods").empty
 
 
+def test_field_selector_spaces_are_kept_as_upstream() -> None:
+    """Upstream's parseSelector trims nothing: the field ``"metadata.name "`` is refused by the
+    field label conversion, a value `` p`` is that string, and a selector of a space is a term
+    without an operator."""
+    pod = {"metadata": {"name": "p", "namespace": "ns"}}
+    with pytest.raises(SelectorError, match=r'^"metadata\.name " is not a known field selector'):
+        parse_field_selector("metadata.name = p", "configmaps")
+    with pytest.raises(SelectorError, match=r"^field label not supported:  status\.phase$"):
+        parse_field_selector("metadata.name=p, status.phase=Running", "pods")
+    assert not parse_field_selector("metadata.name= p", "pods").matches(pod)
+    assert parse_field_selector("metadata.name!= p", "pods").matches(pod)
+    with pytest.raises(SelectorError, match=r"^invalid selector: ' '; can't understand ' '$"):
+        parse_field_selector(" ", "pods")
+
+
 def test_field_getters_format_values_as_upstream() -> None:
     from controlplane.registry.selectors import _path
 
