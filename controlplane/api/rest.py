@@ -1895,8 +1895,6 @@ class KubeApi:
                     POLICY_TYPES.reset(served)
             if causes:
                 raise ApiError.invalid(rtype, (obj.get("metadata") or {}).get("name") or "", causes)
-            for warning in strategy_warnings(rtype.plural, obj):
-                add_warning(warning)
             before = (old.get("metadata") or {}).get("generation") if old is not None else None
             if old is not None and isinstance(meta, dict) and meta.get("generation") != before \
                     and not _generation_moves(rtype, old, obj):
@@ -1906,6 +1904,8 @@ class KubeApi:
                     meta.pop("generation", None)
                 else:
                     meta["generation"] = before
+            for warning in strategy_warnings(rtype.plural, obj, old, subresource):
+                add_warning(warning)  # (after the generation is settled: a workload's update warns when it moved)
         if rtype is self.crds.type:
             self.crds.admit_definition(obj, old, subresource)
         elif rtype.custom is not None:

@@ -66,6 +66,7 @@ from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podresources import default_pod_level_resources
 from .podspec import default_pod_spec, fill
 from .podvalidation import label_key_problems, labels_causes, pod_spec_causes
+from .podwarnings import TEMPLATES, name_warning, pod_warnings, template_warnings
 from .priorityclasses import prepare_priority_class
 from .quota import prepare_limit_range, prepare_resource_quota
 from .rbacvalidation import (
@@ -755,10 +756,31 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
 _WARNERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"endpoints": endpoints_warnings}
 
 
-def warnings(plural: str, obj: dict[str, Any]) -> list[str]:
-    """The warnings a valid write of a built-in type gets (its strategy's), once prepared."""
+# the workloads whose strategies warn of a name that is no DNS label (pods' own words differ)
+_NAMED_FOR_PODS = frozenset({"pods", "deployments", "replicasets", "replicationcontrollers", "jobs", "cronjobs"})
+
+
+def warnings(plural: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
+             subresource: str | None = None) -> list[str]:
+    """The warnings a valid write of a built-in type gets (its strategy's ``WarningsOnCreate``,
+    ``WarningsOnUpdate``; ``old`` None: a create), once prepared. A pod's are its spec's
+    (``GetWarningsForPod``), at its create only; a workload's its template's, on an update
+    only when the generation moved, as upstream's strategies; a status (or other subresource's) write
+    gets none, a scale's is the workload's own update."""
+    if subresource not in (None, "scale"):  # (a scale's write is the main strategy's)
+        return []
     f = _WARNERS.get(plural)
-    return f(obj) if f is not None else []
+    if f is not None:
+        return f(obj)
+    if plural != "pods" and plural not in TEMPLATES:
+        return []
+    meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+    out = name_warning(plural, str(meta.get("name") or "")) if old is None and plural in _NAMED_FOR_PODS else []
+    if plural == "pods":  # (upstream skips a pod's updates: frequent, and seldom a human's)
+        return out + pod_warnings(obj.get("spec") or {}, meta) if old is None else []
+    if old is not None and meta.get("generation") == (old.get("metadata") or {}).get("generation"):
+        return out
+    return out + template_warnings(plural, obj)
 
 
 # -- labels and annotations (every object) ------------------------------------------

@@ -3,7 +3,10 @@ e2e conftest's) over a socket, where they were answered otherwise than kube-apis
 
 from __future__ import annotations
 
-from tests.e2e.test_kubectl import kubectl
+import os
+import subprocess
+
+from tests.e2e.test_kubectl import KUBECTL, kubectl
 from tests.e2e.test_kubectl_sweep import failing
 from tests.test_cli import Serve
 
@@ -28,3 +31,56 @@ def test_a_field_selector_is_read_without_trimming_spaces(served: Serve) -> None
                    "-o", "name") == "pod/spaced\n"
     assert kubectl(served, "get", "configmaps", "--field-selector", "metadata.name=spaced",
                    "-o", "name") == "configmap/spaced\n"
+
+
+def _run(served: Serve, *args: str, stdin: str | None = None) -> tuple[str, str]:
+    """kubectl ``args``, which must succeed: its stdout and stderr (where its warnings go)."""
+    assert KUBECTL
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    r = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, input=stdin, timeout=60)
+    assert r.returncode == 0, (args, r.stderr)
+    return r.stdout, r.stderr
+
+
+WARNED_POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: warned
+  annotations: {scheduler.alpha.kubernetes.io/critical-pod: ""}
+spec:
+  nodeSelector: {beta.kubernetes.io/os: linux}
+  containers:
+  - name: c
+    image: nginx
+    ports: [{containerPort: 80}, {containerPort: 80}]
+    env: [{name: A, value: "1"}, {name: A, value: "2"}]
+"""
+
+
+def test_pods_and_workloads_get_upstreams_warnings(served: Serve) -> None:
+    """kube-apiserver answers a valid write whose pod spec uses what is deprecated or
+    ambiguous with ``Warning`` headers (pkg/api/pod/warnings.go; a pod's or workload's name
+    that is no DNS label, from their strategies' WarningsOnCreate), which kubectl prints as
+    ``Warning: ...``; a workload's update warns only when its generation moves. None came."""
+    _, err = _run(served, "apply", "-f", "-", stdin=WARNED_POD)
+    assert err.splitlines() == [
+        'Warning: spec.nodeSelector[beta.kubernetes.io/os]: deprecated since v1.14; use "kubernetes.io/os" instead',
+        'Warning: metadata.annotations[scheduler.alpha.kubernetes.io/critical-pod]: non-functional in v1.16+; '
+        'use the "priorityClassName" field instead',
+        'Warning: spec.containers[0].env[1]: hides previous definition of "A", which may be dropped when using apply',
+        "Warning: spec.containers[0].ports[1]: duplicate port definition with spec.containers[0].ports[0]",
+    ]
+    _, err = _run(served, "create", "deployment", "web.v1", "--image=nginx")
+    assert err.splitlines() == [
+        "Warning: metadata.name: this is used in Pod names and hostnames, which can result in surprising behavior; "
+        "a DNS label is recommended: [must not contain dots]"]
+    _, err = _run(served, "patch", "deployment", "web.v1", "-p",
+                  '{"spec": {"template": {"spec": {"nodeSelector": {"beta.kubernetes.io/arch": "amd64"}}}}}')
+    assert err.splitlines() == [
+        "Warning: spec.template.spec.nodeSelector[beta.kubernetes.io/arch]: deprecated since v1.14; use "
+        '"kubernetes.io/arch" instead']
+    _, err = _run(served, "label", "deployment", "web.v1", "tier=web")  # the generation stays: no warning
+    assert err == ""
+    _, err = _run(served, "create", "deployment", "plain", "--image=nginx")
+    assert err == ""

@@ -1,0 +1,234 @@
+"""The warnings kube-apiserver sends (``Warning`` headers, which kubectl prints as
+``Warning: ...``) for a valid pod or pod template: upstream's ``pkg/api/pod/warnings.go``
+(``GetWarningsForPod``, ``GetWarningsForPodTemplate``) and the name warnings of the pod's and
+the workloads' strategies (``WarningsOnCreate``).
+
+Covered: deprecated node labels in a node selector, node affinity and topology spread keys, a
+null label selector in a spread constraint or pod (anti-)affinity term, the deprecated pod
+annotations (critical-pod, sysctls, seccomp without its field), removed volume plugins,
+duplicate host alias IPs and image pull secrets, an empty image pull secret name, an env
+variable hiding an earlier one, duplicate or overlapping container ports, a negative
+termination grace period. Not covered: fractional byte quantities, overlapping volume paths,
+projected service account token paths, AppArmor annotations of a template.
+
+    >>> pod_warnings({"nodeSelector": {"beta.kubernetes.io/os": "linux"}}, {}, "spec.template.")
+    ['spec.template.spec.nodeSelector[beta.kubernetes.io/os]: deprecated since v1.14; use "kubernetes.io/os" instead']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .podvalidation import dns_label_problems
+
+__all__ = ["name_warning", "pod_warnings", "template_warnings"]
+
+Obj = dict[str, Any]
+
+# pkg/api/node's deprecatedNodeLabels
+DEPRECATED_NODE_LABELS = {
+    "beta.kubernetes.io/arch": 'deprecated since v1.14; use "kubernetes.io/arch" instead',
+    "beta.kubernetes.io/os": 'deprecated since v1.14; use "kubernetes.io/os" instead',
+    "failure-domain.beta.kubernetes.io/region": 'deprecated since v1.17; use "topology.kubernetes.io/region" instead',
+    "failure-domain.beta.kubernetes.io/zone": 'deprecated since v1.17; use "topology.kubernetes.io/zone" instead',
+    "beta.kubernetes.io/instance-type": 'deprecated since v1.17; use "node.kubernetes.io/instance-type" instead',
+    "app.kubernetes.io/created-by": "deprecated since v1.9",
+    "scheduler.alpha.kubernetes.io/preferAvoidPods": "deprecated since v1.22; use Taints and Tolerations instead",
+    "node-role.kubernetes.io/master": 'use "node-role.kubernetes.io/control-plane" instead',
+}
+
+_DEPRECATED_ANNOTATIONS = (
+    ("scheduler.alpha.kubernetes.io/critical-pod",
+     'non-functional in v1.16+; use the "priorityClassName" field instead'),
+    ("security.alpha.kubernetes.io/sysctls", 'non-functional in v1.11+; use the "sysctls" field instead'),
+    ("security.alpha.kubernetes.io/unsafe-sysctls", 'non-functional in v1.11+; use the "sysctls" field instead'),
+)
+_SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
+_SECCOMP_CONTAINER = "container.seccomp.security.alpha.kubernetes.io/"
+_SECCOMP_WORDS = 'non-functional in v1.27+; use the "seccompProfile" field instead'
+
+# removed or deprecated volume plugins, in upstream's order
+_VOLUMES = (
+    ("photonPersistentDisk", "deprecated in v1.11, non-functional in v1.16+"),
+    ("gitRepo", "deprecated in v1.11"),
+    ("scaleIO", "deprecated in v1.16, non-functional in v1.22+"),
+    ("flocker", "deprecated in v1.22, non-functional in v1.25+"),
+    ("storageos", "deprecated in v1.22, non-functional in v1.25+"),
+    ("quobyte", "deprecated in v1.22, non-functional in v1.25+"),
+    ("glusterfs", "deprecated in v1.25, non-functional in v1.26+"),
+    ("cephfs", "deprecated in v1.28, non-functional in v1.31+"),
+    ("rbd", "deprecated in v1.28, non-functional in v1.31+"),
+)
+_VOLUME_PATH = {"storageos": "storageOS"}  # upstream's path names the Go field
+_VOLUME_KEYS = frozenset(plugin for plugin, _ in _VOLUMES)
+
+_NULL_SELECTOR = "a null labelSelector results in matching no pod"
+
+
+def _dict(v: Any) -> Obj:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _term_warnings(term: Obj, at: str) -> list[str]:
+    """``GetWarningsForNodeSelectorTerm``: a deprecated label as an expression's key."""
+    out = []
+    for i, expr in enumerate(_list(term.get("matchExpressions"))):
+        key = str(_dict(expr).get("key") or "")
+        if key in DEPRECATED_NODE_LABELS:
+            out.append(f"{at}.matchExpressions[{i}].key: {key} is {DEPRECATED_NODE_LABELS[key]}")
+    return out
+
+
+def _port_text(port: Obj) -> str:
+    """A ContainerPort as Go's ``%+v`` prints the struct."""
+    return (f"{{Name:{port.get('name') or ''} HostPort:{port.get('hostPort') or 0} "
+            f"ContainerPort:{port.get('containerPort') or 0} Protocol:{port.get('protocol') or ''} "
+            f"HostIP:{port.get('hostIP') or ''}}}")
+
+
+def _containers(spec: Obj, at: str) -> list[tuple[Obj, str]]:
+    """``VisitContainersWithPath``: init containers, containers, then ephemeral ones."""
+    out = []
+    for field in ("initContainers", "containers", "ephemeralContainers"):
+        for i, c in enumerate(_list(spec.get(field))):
+            if isinstance(c, dict):
+                out.append((c, f"{at}spec.{field}[{i}]"))
+    return out
+
+
+def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
+    """``warningsForPodSpecAndMeta`` for a pod (``at`` empty) or a template at ``at`` (its path
+    with a trailing dot, ``spec.template.``)."""
+    spec, meta = _dict(spec), _dict(meta)
+    annotations = _dict(meta.get("annotations"))
+    out: list[str] = []
+    for key in _dict(spec.get("nodeSelector")):
+        if key in DEPRECATED_NODE_LABELS:
+            out.append(f"{at}spec.nodeSelector[{key}]: {DEPRECATED_NODE_LABELS[key]}")
+    affinity = _dict(spec.get("affinity"))
+    node = _dict(affinity.get("nodeAffinity"))
+    required = _dict(node.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    for i, term in enumerate(_list(required.get("nodeSelectorTerms"))):
+        out += _term_warnings(_dict(term), f"{at}spec.affinity.nodeAffinity.requiredDuringSchedulingIgnored"
+                                            f"DuringExecution.nodeSelectorTerms[{i}]")
+    for i, term in enumerate(_list(node.get("preferredDuringSchedulingIgnoredDuringExecution"))):
+        out += _term_warnings(_dict(_dict(term).get("preference")),
+                              f"{at}spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+                              ".preference")
+    for i, c in enumerate(_list(spec.get("topologySpreadConstraints"))):
+        c = _dict(c)
+        key = str(c.get("topologyKey") or "")
+        if key in DEPRECATED_NODE_LABELS:
+            out.append(f"{at}spec.topologySpreadConstraints[{i}].topologyKey: {key} is {DEPRECATED_NODE_LABELS[key]}")
+        if c.get("labelSelector") is None:
+            out.append(f"{at}spec.topologySpreadConstraints[{i}].labelSelector: {_NULL_SELECTOR}")
+    for key, words in _DEPRECATED_ANNOTATIONS:
+        if key in annotations:
+            out.append(f"{at}metadata.annotations[{key}]: {words}")
+    for i, volume in enumerate(_list(spec.get("volumes"))):
+        if isinstance(volume, dict) and not _VOLUME_KEYS.isdisjoint(volume):
+            for plugin, words in _VOLUMES:
+                if volume.get(plugin) is not None:
+                    out.append(f"{at}spec.volumes[{i}].{_VOLUME_PATH.get(plugin, plugin)}: {words}")
+    seen: set[str] = set()
+    for i, alias in enumerate(_list(spec.get("hostAliases"))):
+        ip = str(_dict(alias).get("ip") or "")
+        if ip in seen:
+            out.append(f'{at}spec.hostAliases[{i}].ip: duplicate ip "{ip}"')
+        seen.add(ip)
+    secrets = [str(_dict(s).get("name") or "") for s in _list(spec.get("imagePullSecrets"))]
+    seen = set()
+    for i, name in enumerate(secrets):
+        if name in seen:
+            out.append(f'{at}spec.imagePullSecrets[{i}].name: duplicate name "{name}"')
+        seen.add(name)
+    for i, name in enumerate(secrets):
+        if not name:
+            out.append(f'{at}spec.imagePullSecrets[{i}].name: invalid empty name ""')
+    if _dict(spec.get("securityContext")).get("seccompProfile") is None and _SECCOMP_POD in annotations:
+        out.append(f"{at}metadata.annotations[{_SECCOMP_POD}]: {_SECCOMP_WORDS}")
+    containers = _containers(spec, at)
+    for c, path in containers:
+        key = _SECCOMP_CONTAINER + str(c.get("name") or "")
+        if _dict(c.get("securityContext")).get("seccompProfile") is None and key in annotations:
+            out.append(f"{at}metadata.annotations[{key}]: {_SECCOMP_WORDS}")
+        envs = _list(c.get("env"))
+        names: set[str] = set()
+        for i, env in enumerate(envs if len(envs) > 1 else ()):
+            env = _dict(env)
+            name, value = str(env.get("name") or ""), str(env.get("value") or "")
+            if name in names:
+                ref = f"$({name})"
+                if env.get("valueFrom") is not None or value == ref or ref not in value:
+                    out.append(f'{path}.env[{i}]: hides previous definition of "{name}", which may be dropped when '
+                               "using apply")
+            names.add(name)
+    ports: dict[tuple[Any, Any], list[tuple[str, int, Obj]]] = {}
+    for c, path in containers:
+        for i, port in enumerate(_list(c.get("ports"))):
+            port = _dict(port)
+            host_ip, host_port = port.get("hostIP") or "", port.get("hostPort") or 0
+            if host_ip and not host_port:
+                out.append(f"{path}.ports[{i}]: hostIP set without hostPort: {_port_text(port)}")
+            key = (port.get("containerPort") or 0, port.get("protocol") or "")
+            for other_path, j, other in ports.get(key, ()):
+                other_ip, other_port = other.get("hostIP") or "", other.get("hostPort") or 0
+                if host_ip == other_ip and host_port == other_port:
+                    problem = "duplicate"
+                elif not host_port or not other_port:
+                    problem = "overlapping"
+                elif host_port == other_port and bool(host_ip) != bool(other_ip):
+                    problem = "dangerously ambiguous"
+                else:
+                    continue
+                out.append(f"{path}.ports[{i}]: {problem} port definition with {other_path}.ports[{j}]")
+            ports.setdefault(key, []).append((path, i, port))
+    grace = spec.get("terminationGracePeriodSeconds")
+    if isinstance(grace, int) and not isinstance(grace, bool) and grace < 0:
+        out.append(f"{at}spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and will be "
+                   "treated as 1")
+    for kind in ("podAffinity", "podAntiAffinity"):
+        terms = _dict(affinity.get(kind))
+        for i, term in enumerate(_list(terms.get("requiredDuringSchedulingIgnoredDuringExecution"))):
+            if _dict(term).get("labelSelector") is None:
+                out.append(f"{at}spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+                           f".labelSelector: {_NULL_SELECTOR}")
+        for i, term in enumerate(_list(terms.get("preferredDuringSchedulingIgnoredDuringExecution"))):
+            if _dict(_dict(term).get("podAffinityTerm")).get("labelSelector") is None:
+                out.append(f"{at}spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+                           f".podAffinityTerm.labelSelector: {_NULL_SELECTOR}")
+    return out
+
+
+# where each workload keeps its pod template
+TEMPLATES = {
+    "deployments": ("spec", "template"), "replicasets": ("spec", "template"),
+    "statefulsets": ("spec", "template"), "daemonsets": ("spec", "template"),
+    "replicationcontrollers": ("spec", "template"), "jobs": ("spec", "template"),
+    "cronjobs": ("spec", "jobTemplate", "spec", "template"), "podtemplates": ("template",),
+}
+
+
+def template_warnings(plural: str, obj: Obj) -> list[str]:
+    """``GetWarningsForPodTemplate`` at the workload's template."""
+    keys = TEMPLATES[plural]
+    template: Any = obj
+    for key in keys:
+        template = _dict(template).get(key)
+    if not isinstance(template, dict):
+        return []
+    return pod_warnings(_dict(template.get("spec")), _dict(template.get("metadata")), ".".join(keys) + ".")
+
+
+def name_warning(plural: str, name: str) -> list[str]:
+    """The strategies' warning for a name that is no DNS label (it becomes a hostname)."""
+    problems = dns_label_problems(name)
+    if not problems:
+        return []
+    used = "the Pod's hostname" if plural == "pods" else "Pod names and hostnames"
+    return [f"metadata.name: this is used in {used}, which can result in surprising behavior; a DNS label is "
+            f"recommended: [{' '.join(problems)}]"]

@@ -1,0 +1,95 @@
+"""The warnings of a valid pod or workload write, in upstream's words (pkg/api/pod/warnings.go)."""
+
+from __future__ import annotations
+
+from controlplane.registry.podwarnings import name_warning, pod_warnings
+from controlplane.registry.strategies import warnings
+
+
+def test_a_plain_pod_gets_no_warning() -> None:
+    spec = {"containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                            "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "$(A)"}]}],
+            "topologySpreadConstraints": [{"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {}}],
+            "terminationGracePeriodSeconds": 30}
+    assert pod_warnings(spec, {"name": "p"}) == []
+    assert warnings("pods", {"metadata": {"name": "p"}, "spec": spec}) == []
+
+
+def test_deprecated_labels_selectors_annotations_and_volumes() -> None:
+    spec = {
+        "affinity": {
+            "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchExpressions": [
+                    {"key": "beta.kubernetes.io/instance-type", "operator": "Exists"}]}}]},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "k"}]},
+        },
+        "topologySpreadConstraints": [{"topologyKey": "failure-domain.beta.kubernetes.io/zone", "maxSkew": 1}],
+        "volumes": [{"name": "v", "gitRepo": {"repository": "r"}}],
+        "containers": [{"name": "c"}],
+    }
+    meta = {"annotations": {"seccomp.security.alpha.kubernetes.io/pod": "runtime/default",
+                            "container.seccomp.security.alpha.kubernetes.io/c": "runtime/default"}}
+    assert pod_warnings(spec, meta, "spec.template.") == [
+        "spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference"
+        ".matchExpressions[0].key: beta.kubernetes.io/instance-type is deprecated since v1.17; use "
+        '"node.kubernetes.io/instance-type" instead',
+        "spec.template.spec.topologySpreadConstraints[0].topologyKey: failure-domain.beta.kubernetes.io/zone is "
+        'deprecated since v1.17; use "topology.kubernetes.io/zone" instead',
+        "spec.template.spec.topologySpreadConstraints[0].labelSelector: a null labelSelector results in matching "
+        "no pod",
+        "spec.template.spec.volumes[0].gitRepo: deprecated in v1.11",
+        "spec.template.metadata.annotations[seccomp.security.alpha.kubernetes.io/pod]: non-functional in v1.27+; "
+        'use the "seccompProfile" field instead',
+        "spec.template.metadata.annotations[container.seccomp.security.alpha.kubernetes.io/c]: non-functional in "
+        'v1.27+; use the "seccompProfile" field instead',
+        "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".labelSelector: a null labelSelector results in matching no pod",
+    ]
+
+
+def test_duplicates_ports_and_grace() -> None:
+    spec = {
+        "hostAliases": [{"ip": "1.2.3.4"}, {"ip": "1.2.3.4"}],
+        "imagePullSecrets": [{"name": "s"}, {"name": "s"}, {}],
+        "initContainers": [{"name": "i", "ports": [{"containerPort": 80, "protocol": "TCP", "hostPort": 8080}]}],
+        "containers": [{"name": "c", "ports": [
+            {"containerPort": 80, "protocol": "TCP"},
+            {"containerPort": 81, "protocol": "TCP", "hostIP": "10.0.0.1"},
+            {"containerPort": 82, "protocol": "TCP", "hostPort": 82},
+            {"containerPort": 82, "protocol": "TCP", "hostPort": 82, "hostIP": "10.0.0.2"}],
+            "env": [{"name": "A", "value": "1"}, {"name": "A", "value": "x$(A)"}, {"name": "A", "valueFrom": {}}]}],
+        "terminationGracePeriodSeconds": -5,
+    }
+    assert pod_warnings(spec, {}) == [
+        'spec.hostAliases[1].ip: duplicate ip "1.2.3.4"',
+        'spec.imagePullSecrets[1].name: duplicate name "s"',
+        'spec.imagePullSecrets[2].name: invalid empty name ""',
+        'spec.containers[0].env[2]: hides previous definition of "A", which may be dropped when using apply',
+        "spec.containers[0].ports[0]: overlapping port definition with spec.initContainers[0].ports[0]",
+        "spec.containers[0].ports[1]: hostIP set without hostPort: {Name: HostPort:0 ContainerPort:81 "
+        "Protocol:TCP HostIP:10.0.0.1}",
+        "spec.containers[0].ports[3]: dangerously ambiguous port definition with spec.containers[0].ports[2]",
+        "spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and will be treated as 1",
+    ]
+
+
+def test_names_and_when_workloads_warn() -> None:
+    assert name_warning("pods", "a.b") == [
+        "metadata.name: this is used in the Pod's hostname, which can result in surprising behavior; a DNS label "
+        "is recommended: [must not contain dots]"]
+    template = {"spec": {"nodeSelector": {"beta.kubernetes.io/os": "linux"}, "containers": [{"name": "c"}]}}
+    deploy = {"metadata": {"name": "d.x", "generation": 1}, "spec": {"template": template}}
+    words = ('spec.template.spec.nodeSelector[beta.kubernetes.io/os]: deprecated since v1.14; use '
+             '"kubernetes.io/os" instead')
+    assert warnings("deployments", deploy) == [name_warning("deployments", "d.x")[0], words]
+    assert warnings("deployments", deploy, deploy) == []  # an update that left the generation: none
+    assert warnings("deployments", {**deploy, "metadata": {"name": "d.x", "generation": 2}}, deploy) == [words]
+    assert warnings("deployments", deploy, None, "status") == []
+    pod = {"metadata": {"name": "p"}, "spec": template["spec"]}
+    assert warnings("pods", pod) == [words.replace("spec.template.", "")]
+    assert warnings("pods", pod, pod) == []  # upstream skips a pod's updates
+    assert warnings("statefulsets", {**deploy, "metadata": {"name": "s.x"}}) == [words]  # no name warning there
+    cronjob = {"metadata": {"name": "c"}, "spec": {"jobTemplate": {"spec": {"template": template}}}}
+    assert warnings("cronjobs", cronjob) == [words.replace("spec.template.", "spec.jobTemplate.spec.template.")]
+    assert warnings("podtemplates", {"metadata": {"name": "t"}, "template": template}) == \
+        [words.replace("spec.template.", "template.")]
