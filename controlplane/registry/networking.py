@@ -36,8 +36,8 @@ from .ipfields import (
 )
 from .podvalidation import dns_label_problems, labels_causes, subdomain_problems
 
-__all__ = ["load_balancer_ip_causes", "prepare_endpoint_slice", "prepare_ingress", "prepare_ingress_class",
-           "prepare_network_policy"]
+__all__ = ["ingress_warnings", "load_balancer_ip_causes", "prepare_endpoint_slice", "prepare_ingress",
+           "prepare_ingress_class", "prepare_network_policy"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -85,6 +85,15 @@ def _backend(backend: Any, field: str) -> Causes:
         causes.append(_invalid(f"{field}.service.port", port, "port name or number is required"
                                if not port.get("name") else "cannot set both port name & port number"))
     return causes
+
+
+def ingress_warnings(ing: Obj) -> list[str]:
+    """Upstream's Ingress ``WarningsOnCreate`` (none on update): the class annotation without
+    ``spec.ingressClassName`` (which DefaultIngressClass admission leaves unset beside it)."""
+    annotations = (ing.get("metadata") or {}).get("annotations") or {}
+    if "kubernetes.io/ingress.class" in annotations and _spec(ing).get("ingressClassName") is None:
+        return ["annotation \"kubernetes.io/ingress.class\" is deprecated, please use 'spec.ingressClassName' instead"]
+    return []
 
 
 def prepare_ingress(ing: Obj, old: Obj | None) -> Causes:

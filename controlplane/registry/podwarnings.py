@@ -174,8 +174,8 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
             host_ip, host_port = port.get("hostIP") or "", port.get("hostPort") or 0
             if host_ip and not host_port:
                 out.append(f"{path}.ports[{i}]: hostIP set without hostPort: {_port_text(port)}")
-            key = (port.get("containerPort") or 0, port.get("protocol") or "")
-            for other_path, j, other in ports.get(key, ()):
+            number = (port.get("containerPort") or 0, port.get("protocol") or "")
+            for other_path, j, other in ports.get(number, []):
                 other_ip, other_port = other.get("hostIP") or "", other.get("hostPort") or 0
                 if host_ip == other_ip and host_port == other_port:
                     problem = "duplicate"
@@ -186,7 +186,7 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
                 else:
                     continue
                 out.append(f"{path}.ports[{i}]: {problem} port definition with {other_path}.ports[{j}]")
-            ports.setdefault(key, []).append((path, i, port))
+            ports.setdefault(number, []).append((path, i, port))
     grace = spec.get("terminationGracePeriodSeconds")
     if isinstance(grace, int) and not isinstance(grace, bool) and grace < 0:
         out.append(f"{at}spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and will be "

@@ -55,6 +55,7 @@ from .labelkeys import merge_label_keys
 from .leases import prepare_lease
 from .mutatingpolicies import prepare_mutating_admission_policy, prepare_mutating_admission_policy_binding
 from .networking import (
+    ingress_warnings,
     load_balancer_ip_causes,
     prepare_endpoint_slice,
     prepare_ingress,
@@ -772,6 +773,8 @@ def warnings(plural: str, obj: dict[str, Any], old: dict[str, Any] | None = None
     f = _WARNERS.get(plural)
     if f is not None:
         return f(obj)
+    if plural == "ingresses":
+        return ingress_warnings(obj) if old is None else []
     if plural != "pods" and plural not in TEMPLATES:
         return []
     meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}

@@ -84,3 +84,21 @@ def test_pods_and_workloads_get_upstreams_warnings(served: Serve) -> None:
     assert err == ""
     _, err = _run(served, "create", "deployment", "plain", "--image=nginx")
     assert err == ""
+
+
+def test_an_ingress_class_annotation_is_warned_of(served: Serve) -> None:
+    """Upstream's Ingress strategy warns at create of the deprecated class annotation without
+    ``spec.ingressClassName``; none came."""
+    ingress = """
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: annotated, annotations: {kubernetes.io/ingress.class: nginx}}
+spec:
+  defaultBackend: {service: {name: web, port: {number: 80}}}
+"""
+    _, err = _run(served, "apply", "-f", "-", stdin=ingress)
+    assert err.splitlines() == [
+        "Warning: annotation \"kubernetes.io/ingress.class\" is deprecated, please use 'spec.ingressClassName' "
+        "instead"]
+    _, err = _run(served, "annotate", "ingress", "annotated", "note=1")  # an update: none
+    assert err == ""

@@ -93,3 +93,12 @@ def test_names_and_when_workloads_warn() -> None:
     assert warnings("cronjobs", cronjob) == [words.replace("spec.template.", "spec.jobTemplate.spec.template.")]
     assert warnings("podtemplates", {"metadata": {"name": "t"}, "template": template}) == \
         [words.replace("spec.template.", "template.")]
+
+
+def test_an_ingress_class_annotation_warns_at_create_only() -> None:
+    words = "annotation \"kubernetes.io/ingress.class\" is deprecated, please use 'spec.ingressClassName' instead"
+    ing = {"metadata": {"name": "i", "annotations": {"kubernetes.io/ingress.class": "nginx"}},
+           "spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}}
+    assert warnings("ingresses", ing) == [words]
+    assert warnings("ingresses", ing, ing) == []
+    assert warnings("ingresses", {**ing, "spec": {**ing["spec"], "ingressClassName": "nginx"}}) == []
