@@ -778,7 +778,12 @@ def warnings(plural: str, obj: dict[str, Any], old: dict[str, Any] | None = None
     if plural != "pods" and plural not in TEMPLATES:
         return []
     meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
-    out = name_warning(plural, str(meta.get("name") or "")) if old is None and plural in _NAMED_FOR_PODS else []
+    out: list[str] = []
+    if old is None and plural in _NAMED_FOR_PODS:
+        # a name still to be generated is its prefix (cut to 58, as upstream's generator) and
+        # five random letters and digits, which upstream names before the warnings are made
+        name = str(meta.get("name") or "") or (str(meta.get("generateName") or "")[:58] + "x" * 5)
+        out = name_warning(plural, name)
     if plural == "pods":  # (upstream skips a pod's updates: frequent, and seldom a human's)
         return out + pod_warnings(obj.get("spec") or {}, meta) if old is None else []
     if old is not None and meta.get("generation") == (old.get("metadata") or {}).get("generation"):

@@ -84,6 +84,13 @@ def test_pods_and_workloads_get_upstreams_warnings(served: Serve) -> None:
     assert err == ""
     _, err = _run(served, "create", "deployment", "plain", "--image=nginx")
     assert err == ""
+    _, err = _run(served, "create", "-f", "-", stdin="""
+apiVersion: v1
+kind: Pod
+metadata: {generateName: gen-}
+spec: {containers: [{name: c, image: nginx}]}
+""")  # the name it gets is a DNS label
+    assert err == ""
 
 
 def test_an_ingress_class_annotation_is_warned_of(served: Serve) -> None:

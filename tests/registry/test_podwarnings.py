@@ -85,6 +85,9 @@ def test_names_and_when_workloads_warn() -> None:
     assert warnings("deployments", deploy, deploy) == []  # an update that left the generation: none
     assert warnings("deployments", {**deploy, "metadata": {"name": "d.x", "generation": 2}}, deploy) == [words]
     assert warnings("deployments", deploy, None, "status") == []
+    assert warnings("pods", {"metadata": {"generateName": "web-"}, "spec": {}}) == []  # its name to come
+    assert warnings("replicasets", {"metadata": {"generateName": "a.b-"}, "spec": {}}) == \
+        name_warning("replicasets", "a.b-xxxxx")
     pod = {"metadata": {"name": "p"}, "spec": template["spec"]}
     assert warnings("pods", pod) == [words.replace("spec.template.", "")]
     assert warnings("pods", pod, pod) == []  # upstream skips a pod's updates
