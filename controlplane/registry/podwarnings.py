@@ -8,7 +8,7 @@ null label selector in a spread constraint or pod (anti-)affinity term, the depr
 annotations (critical-pod, sysctls, seccomp without its field), removed volume plugins,
 duplicate host alias IPs and image pull secrets, an empty image pull secret name, an env
 variable hiding an earlier one, duplicate or overlapping container ports, a negative
-termination grace period. Not covered: fractional byte quantities, overlapping volume paths,
+termination grace period, a fractional byte quantity. Not covered: overlapping volume paths,
 projected service account token paths, AppArmor annotations of a template.
 
     >>> pod_warnings({"nodeSelector": {"beta.kubernetes.io/os": "linux"}}, {}, "spec.template.")
@@ -17,8 +17,10 @@ projected service account token paths, AppArmor annotations of a template.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from ..quantity import QuantityError, canonical_quantity, parse_quantity
 from .podvalidation import dns_label_problems
 
 __all__ = ["name_warning", "pod_warnings", "template_warnings"]
@@ -81,6 +83,24 @@ def _term_warnings(term: Obj, at: str) -> list[str]:
         if key in DEPRECATED_NODE_LABELS:
             out.append(f"{at}.matchExpressions[{i}].key: {key} is {DEPRECATED_NODE_LABELS[key]}")
     return out
+
+
+_BYTES = ("memory", "ephemeral-storage")
+
+
+def _fractional(value: Any) -> str | None:
+    """Upstream's words for a byte quantity whose ``MilliValue()`` (rounded up) is no whole
+    number of units; None for a whole one, or for no quantity (validation's to refuse)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        milli = math.ceil(parse_quantity(value) * 1000)
+        text = canonical_quantity(str(value))
+    except (QuantityError, ValueError, OverflowError):
+        return None
+    if milli % 1000 == 0:
+        return None
+    return f'fractional byte value "{text}" is invalid, must be an integer'
 
 
 def _port_text(port: Obj) -> str:
@@ -149,6 +169,11 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
     for i, name in enumerate(secrets):
         if not name:
             out.append(f'{at}spec.imagePullSecrets[{i}].name: invalid empty name ""')
+    overhead = _dict(spec.get("overhead"))
+    for resource in _BYTES:
+        warning = _fractional(overhead.get(resource))
+        if warning:
+            out.append(f"{at}spec.overhead[{resource}]: {warning}")
     if _dict(spec.get("securityContext")).get("seccompProfile") is None and _SECCOMP_POD in annotations:
         out.append(f"{at}metadata.annotations[{_SECCOMP_POD}]: {_SECCOMP_WORDS}")
     containers = _containers(spec, at)
@@ -156,6 +181,12 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
         key = _SECCOMP_CONTAINER + str(c.get("name") or "")
         if _dict(c.get("securityContext")).get("seccompProfile") is None and key in annotations:
             out.append(f"{at}metadata.annotations[{key}]: {_SECCOMP_WORDS}")
+        resources = _dict(c.get("resources"))
+        for resource in _BYTES:
+            for kind in ("limits", "requests"):
+                warning = _fractional(_dict(resources.get(kind)).get(resource))
+                if warning:
+                    out.append(f"{path}.resources.{kind}[{resource}]: {warning}")
         envs = _list(c.get("env"))
         names: set[str] = set()
         for i, env in enumerate(envs if len(envs) > 1 else ()):

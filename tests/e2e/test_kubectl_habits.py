@@ -55,6 +55,7 @@ spec:
     image: nginx
     ports: [{containerPort: 80}, {containerPort: 80}]
     env: [{name: A, value: "1"}, {name: A, value: "2"}]
+    resources: {limits: {memory: 100m}}
 """
 
 
@@ -68,6 +69,10 @@ def test_pods_and_workloads_get_upstreams_warnings(served: Serve) -> None:
         'Warning: spec.nodeSelector[beta.kubernetes.io/os]: deprecated since v1.14; use "kubernetes.io/os" instead',
         'Warning: metadata.annotations[scheduler.alpha.kubernetes.io/critical-pod]: non-functional in v1.16+; '
         'use the "priorityClassName" field instead',
+        'Warning: spec.containers[0].resources.limits[memory]: fractional byte value "100m" is invalid, must be an '
+        "integer",  # and again for the requests, which default to the limits before upstream warns
+        'Warning: spec.containers[0].resources.requests[memory]: fractional byte value "100m" is invalid, must be '
+        "an integer",
         'Warning: spec.containers[0].env[1]: hides previous definition of "A", which may be dropped when using apply',
         "Warning: spec.containers[0].ports[1]: duplicate port definition with spec.containers[0].ports[0]",
     ]

@@ -105,3 +105,19 @@ def test_an_ingress_class_annotation_warns_at_create_only() -> None:
     assert warnings("ingresses", ing) == [words]
     assert warnings("ingresses", ing, ing) == []
     assert warnings("ingresses", {**ing, "spec": {**ing["spec"], "ingressClassName": "nginx"}}) == []
+
+
+def test_fractional_byte_quantities() -> None:
+    """``MilliValue() % 1000 != 0`` (rounded up) for memory and ephemeral storage, the value
+    as upstream's ``String()`` writes it."""
+    spec = {"overhead": {"memory": "1.5"},
+            "containers": [{"name": "c", "resources": {"limits": {"memory": "100m", "cpu": "100m"},
+                                                       "requests": {"ephemeral-storage": "1e-3",
+                                                                    "memory": "0.9999999"}}}],
+            "ephemeralContainers": [{"name": "d", "resources": {"requests": {"memory": "1Gi"}}}]}
+    assert pod_warnings(spec, {}) == [
+        'spec.overhead[memory]: fractional byte value "1500m" is invalid, must be an integer',
+        'spec.containers[0].resources.limits[memory]: fractional byte value "100m" is invalid, must be an integer',
+        'spec.containers[0].resources.requests[ephemeral-storage]: fractional byte value "1e-3" is invalid, must be '
+        "an integer",
+    ]
