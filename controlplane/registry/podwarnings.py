@@ -8,7 +8,8 @@ null label selector in a spread constraint or pod (anti-)affinity term, the depr
 annotations (critical-pod, sysctls, seccomp without its field), removed volume plugins,
 duplicate host alias IPs and image pull secrets, an empty image pull secret name, an env
 variable hiding an earlier one, duplicate or overlapping container ports, a negative
-termination grace period, a fractional byte quantity. Not covered: overlapping volume paths,
+termination grace period, a fractional byte quantity (an ephemeral volume's claim's too); and a
+PersistentVolumeClaim's (``claim_warnings``). Not covered: overlapping volume paths,
 projected service account token paths, AppArmor annotations of a template.
 
     >>> pod_warnings({"nodeSelector": {"beta.kubernetes.io/os": "linux"}}, {}, "spec.template.")
@@ -23,7 +24,7 @@ from typing import Any
 from ..quantity import QuantityError, canonical_quantity, parse_quantity
 from .podvalidation import dns_label_problems
 
-__all__ = ["name_warning", "pod_warnings", "template_warnings"]
+__all__ = ["claim_spec_warnings", "claim_warnings", "name_warning", "pod_warnings", "template_warnings"]
 
 Obj = dict[str, Any]
 
@@ -58,6 +59,7 @@ _VOLUMES = (
     ("storageos", "deprecated in v1.22, non-functional in v1.25+"),
     ("quobyte", "deprecated in v1.22, non-functional in v1.25+"),
     ("glusterfs", "deprecated in v1.25, non-functional in v1.26+"),
+    ("ephemeral", ""),
     ("cephfs", "deprecated in v1.28, non-functional in v1.31+"),
     ("rbd", "deprecated in v1.28, non-functional in v1.31+"),
 )
@@ -101,6 +103,27 @@ def _fractional(value: Any) -> str | None:
     if milli % 1000 == 0:
         return None
     return f'fractional byte value "{text}" is invalid, must be an integer'
+
+
+def claim_spec_warnings(spec: Obj, at: str = "spec") -> list[str]:
+    """``GetWarningsForPersistentVolumeClaimSpec``: a fractional storage request or limit."""
+    resources = _dict(_dict(spec).get("resources"))
+    out = []
+    for kind in ("requests", "limits"):
+        warning = _fractional(_dict(resources.get(kind)).get("storage"))
+        if warning:
+            out.append(f"{at}.resources.{kind}[storage]: {warning}")
+    return out
+
+
+def claim_warnings(claim: Obj) -> list[str]:
+    """``GetWarningsForPersistentVolumeClaim`` (a claim's create and update, not its status's):
+    the beta storage class annotation, then the spec's."""
+    out = []
+    if "volume.beta.kubernetes.io/storage-class" in _dict(_dict(claim.get("metadata")).get("annotations")):
+        out.append('metadata.annotations[volume.beta.kubernetes.io/storage-class]: deprecated since v1.8; use '
+                   '"storageClassName" attribute instead')
+    return out + claim_spec_warnings(_dict(claim.get("spec")))
 
 
 def _port_text(port: Obj) -> str:
@@ -152,7 +175,12 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
     for i, volume in enumerate(_list(spec.get("volumes"))):
         if isinstance(volume, dict) and not _VOLUME_KEYS.isdisjoint(volume):
             for plugin, words in _VOLUMES:
-                if volume.get(plugin) is not None:
+                if plugin == "ephemeral":  # (upstream's order: its claim's between glusterfs and cephfs)
+                    claim = _dict(volume.get("ephemeral")).get("volumeClaimTemplate")
+                    if isinstance(claim, dict):
+                        out += claim_spec_warnings(_dict(claim.get("spec")),
+                                                   f"{at}spec.volumes[{i}].ephemeral.volumeClaimTemplate.spec")
+                elif volume.get(plugin) is not None:
                     out.append(f"{at}spec.volumes[{i}].{_VOLUME_PATH.get(plugin, plugin)}: {words}")
     seen: set[str] = set()
     for i, alias in enumerate(_list(spec.get("hostAliases"))):

@@ -67,7 +67,7 @@ from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podresources import default_pod_level_resources
 from .podspec import default_pod_spec, fill
 from .podvalidation import label_key_problems, labels_causes, pod_spec_causes
-from .podwarnings import TEMPLATES, name_warning, pod_warnings, template_warnings
+from .podwarnings import TEMPLATES, claim_warnings, name_warning, pod_warnings, template_warnings
 from .priorityclasses import prepare_priority_class
 from .quota import prepare_limit_range, prepare_resource_quota
 from .rbacvalidation import (
@@ -775,6 +775,8 @@ def warnings(plural: str, obj: dict[str, Any], old: dict[str, Any] | None = None
         return f(obj)
     if plural == "ingresses":
         return ingress_warnings(obj) if old is None else []
+    if plural == "persistentvolumeclaims":
+        return claim_warnings(obj)
     if plural != "pods" and plural not in TEMPLATES:
         return []
     meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}

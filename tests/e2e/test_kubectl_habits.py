@@ -114,3 +114,23 @@ spec:
         "instead"]
     _, err = _run(served, "annotate", "ingress", "annotated", "note=1")  # an update: none
     assert err == ""
+
+
+def test_a_claims_beta_class_annotation_is_warned_of(served: Serve) -> None:
+    """Upstream's PersistentVolumeClaim strategy warns at create and update of the beta
+    storage class annotation and of a fractional storage request; none came."""
+    claim = """
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: beta-class, annotations: {volume.beta.kubernetes.io/storage-class: slow}}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1.5}}
+"""
+    words = ['Warning: metadata.annotations[volume.beta.kubernetes.io/storage-class]: deprecated since v1.8; use '
+             '"storageClassName" attribute instead',
+             'Warning: spec.resources.requests[storage]: fractional byte value "1500m" is invalid, must be an integer']
+    _, err = _run(served, "apply", "-f", "-", stdin=claim)
+    assert err.splitlines() == words
+    _, err = _run(served, "label", "pvc", "beta-class", "tier=db")
+    assert err.splitlines() == words

@@ -121,3 +121,20 @@ def test_fractional_byte_quantities() -> None:
         'spec.containers[0].resources.requests[ephemeral-storage]: fractional byte value "1e-3" is invalid, must be '
         "an integer",
     ]
+
+
+def test_claims_and_ephemeral_volumes() -> None:
+    claim = {"metadata": {"name": "c", "annotations": {"volume.beta.kubernetes.io/storage-class": "x"}},
+             "spec": {"resources": {"requests": {"storage": "1.5"}, "limits": {"storage": "1Gi"}}}}
+    assert warnings("persistentvolumeclaims", claim) == [
+        "metadata.annotations[volume.beta.kubernetes.io/storage-class]: deprecated since v1.8; use "
+        '"storageClassName" attribute instead',
+        'spec.resources.requests[storage]: fractional byte value "1500m" is invalid, must be an integer']
+    assert warnings("persistentvolumeclaims", claim, claim) == warnings("persistentvolumeclaims", claim)
+    assert warnings("persistentvolumeclaims", claim, claim, "status") == []
+    spec = {"volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "resources": {"requests": {"storage": "100m"}}}}}}, {"name": "w", "rbd": {}}]}
+    assert pod_warnings(spec, {}) == [
+        'spec.volumes[0].ephemeral.volumeClaimTemplate.spec.resources.requests[storage]: fractional byte value '
+        '"100m" is invalid, must be an integer',
+        "spec.volumes[1].rbd: deprecated in v1.28, non-functional in v1.31+"]
