@@ -52,7 +52,7 @@ from .volumes import BadQuantity
 __all__ = ["ENDPOINTS_CONTROLLER", "ENDPOINTS_MANAGED_BY", "endpoint_ip_problems", "endpoints_causes",
            "endpoints_warnings", "ip_warning", "node_causes", "non_special_ip_causes",
            "non_special_ip_problems", "parsed_ip", "pod_template_causes", "port_protocol_causes",
-           "prepare_endpoints", "prepare_node", "prepare_pod_template"]
+           "prepare_endpoints", "prepare_node", "prepare_pod_template", "service_warnings"]
 
 Obj = dict[str, Any]
 
@@ -275,6 +275,46 @@ def endpoints_warnings(endpoints: Obj) -> list[str]:
                 warning = ip_warning(str(_dict(address).get("ip") or ""))
                 if warning is not None:
                     warnings.append(f"subsets[{i}].{field}[{j}].ip: {warning}")
+    return warnings
+
+
+def service_warnings(service: Obj) -> list[str]:
+    """Upstream's ``GetWarningsForService`` (a Service's create and update, not its status's):
+    the deprecated topology hints annotation, cluster, external and load balancer IPs not in
+    standard form, fields a headless or ExternalName Service ignores, and the deprecated
+    ``PreferClose`` traffic distribution. (Its source ranges' CIDR forms are not checked.)"""
+    spec = _dict(service.get("spec"))
+    kind, cluster_ip = spec.get("type") or "ClusterIP", spec.get("clusterIP") or ""
+    warnings: list[str] = []
+    if "service.kubernetes.io/topology-aware-hints" in _dict(_dict(service.get("metadata")).get("annotations")):
+        warnings.append("annotation service.kubernetes.io/topology-aware-hints is deprecated, please use "
+                        "service.kubernetes.io/topology-mode instead")
+    if cluster_ip and cluster_ip != "None":  # IsServiceIPSet
+        for i, ip in enumerate(_list(spec.get("clusterIPs"))):
+            warning = ip_warning(str(ip))
+            if warning is not None:
+                warnings.append(f"spec.clusterIPs[{i}]: {warning}")
+    if kind == "ClusterIP" and cluster_ip == "None":
+        if spec.get("loadBalancerIP"):
+            warnings.append("spec.loadBalancerIP is ignored for headless services")
+        if _list(spec.get("externalIPs")):
+            warnings.append("spec.externalIPs is ignored for headless services")
+        if (spec.get("sessionAffinity") or "None") != "None":
+            warnings.append("spec.SessionAffinity is ignored for headless services")
+    for i, ip in enumerate(_list(spec.get("externalIPs"))):
+        warning = ip_warning(str(ip))
+        if warning is not None:
+            warnings.append(f"spec.externalIPs[{i}]: {warning}")
+    if spec.get("loadBalancerIP"):
+        warning = ip_warning(str(spec["loadBalancerIP"]))
+        if warning is not None:
+            warnings.append(f"spec.loadBalancerIP: {warning}")
+    if kind == "ExternalName" and _list(spec.get("externalIPs")):
+        warnings.append('spec.externalIPs is ignored when spec.type is "ExternalName"')
+    if kind != "ExternalName" and spec.get("externalName"):
+        warnings.append('spec.externalName is ignored when spec.type is not "ExternalName"')
+    if spec.get("trafficDistribution") == "PreferClose":
+        warnings.append('spec.trafficDistribution: "PreferClose" is deprecated; use "PreferSameZone"')
     return warnings
 
 

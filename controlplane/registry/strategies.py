@@ -25,7 +25,7 @@ from .admissionpolicies import prepare_validating_admission_policy, prepare_vali
 from .apiservices import name_causes as apiservice_name_causes
 from .apiservices import prepare_apiservice
 from .autoscaling import prepare_horizontal_pod_autoscaler
-from .corevalidation import endpoints_warnings, prepare_endpoints, prepare_node, prepare_pod_template
+from .corevalidation import endpoints_warnings, prepare_endpoints, prepare_node, prepare_pod_template, service_warnings
 from .csi import (
     prepare_csi_driver,
     prepare_csi_node,
@@ -754,7 +754,8 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
 
 
 # a type's WarningsOnCreate and WarningsOnUpdate, where upstream's strategy has them
-_WARNERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"endpoints": endpoints_warnings}
+_WARNERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"endpoints": endpoints_warnings,
+                                                               "services": service_warnings}
 
 
 # the workloads whose strategies warn of a name that is no DNS label (pods' own words differ)

@@ -134,3 +134,21 @@ spec:
     assert err.splitlines() == words
     _, err = _run(served, "label", "pvc", "beta-class", "tier=db")
     assert err.splitlines() == words
+
+
+def test_a_services_ignored_fields_are_warned_of(served: Serve) -> None:
+    """Upstream's service strategy warns (GetWarningsForService) of what a headless or
+    ExternalName Service ignores; none came."""
+    service = """
+apiVersion: v1
+kind: Service
+metadata: {name: headless}
+spec:
+  clusterIP: None
+  sessionAffinity: ClientIP
+  externalName: x.example.com
+  ports: [{port: 80}]
+"""
+    _, err = _run(served, "apply", "-f", "-", stdin=service)
+    assert err.splitlines() == ["Warning: spec.SessionAffinity is ignored for headless services",
+                                'Warning: spec.externalName is ignored when spec.type is not "ExternalName"']

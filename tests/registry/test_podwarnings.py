@@ -138,3 +138,26 @@ def test_claims_and_ephemeral_volumes() -> None:
         'spec.volumes[0].ephemeral.volumeClaimTemplate.spec.resources.requests[storage]: fractional byte value '
         '"100m" is invalid, must be an integer',
         "spec.volumes[1].rbd: deprecated in v1.28, non-functional in v1.31+"]
+
+
+def test_service_warnings() -> None:
+    headless = {"metadata": {"name": "s", "annotations": {"service.kubernetes.io/topology-aware-hints": "auto"}},
+                "spec": {"type": "ClusterIP", "clusterIP": "None", "clusterIPs": ["None"], "loadBalancerIP": "1.2.3.4",
+                         "externalIPs": ["010.0.0.1"], "sessionAffinity": "ClientIP", "externalName": "x.example.com",
+                         "trafficDistribution": "PreferClose"}}
+    assert warnings("services", headless) == [
+        "annotation service.kubernetes.io/topology-aware-hints is deprecated, please use "
+        "service.kubernetes.io/topology-mode instead",
+        "spec.loadBalancerIP is ignored for headless services",
+        "spec.externalIPs is ignored for headless services",
+        "spec.SessionAffinity is ignored for headless services",
+        'spec.externalIPs[0]: non-standard IP address "010.0.0.1" will be considered invalid in a future Kubernetes '
+        'release: use "10.0.0.1"',
+        'spec.externalName is ignored when spec.type is not "ExternalName"',
+        'spec.trafficDistribution: "PreferClose" is deprecated; use "PreferSameZone"',
+    ]
+    assert warnings("services", headless, headless) == warnings("services", headless)  # updates too
+    assert warnings("services", headless, headless, "status") == []
+    plain = {"metadata": {"name": "s"}, "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.9",
+                                                 "clusterIPs": ["10.0.0.9"], "sessionAffinity": "None"}}
+    assert warnings("services", plain) == []
