@@ -19,6 +19,7 @@ projected service account token paths, AppArmor annotations of a template.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..quantity import QuantityError, canonical_quantity, parse_quantity
@@ -90,10 +91,28 @@ def _term_warnings(term: Obj, at: str) -> list[str]:
 _BYTES = ("memory", "ephemeral-storage")
 
 
+# a byte quantity written as whole units: digits and at most a whole suffix (``128Mi``, ``1G``,
+# ``500``), the common case, known whole without parsing it
+_WHOLE_BYTES = re.compile(r"[0-9]+(?:[KMGTPE]i|[kMGTPE])?\Z")
+
+
+_whole_texts: set[str] = set()  # (those met, up to a bound: a cluster's pods say the same few)
+
+
+def _whole_text(value: str) -> bool:
+    if _WHOLE_BYTES.match(value) is None:
+        return False
+    if len(_whole_texts) < 4096:
+        _whole_texts.add(value)
+    return True
+
+
 def _fractional(value: Any) -> str | None:
     """Upstream's words for a byte quantity whose ``MilliValue()`` (rounded up) is no whole
     number of units; None for a whole one, or for no quantity (validation's to refuse)."""
-    if value is None or isinstance(value, bool):
+    if value is None or isinstance(value, bool) or type(value) is int:
+        return None
+    if type(value) is str and (value in _whole_texts or _whole_text(value)):
         return None
     try:
         milli = math.ceil(parse_quantity(value) * 1000)
@@ -103,6 +122,18 @@ def _fractional(value: Any) -> str | None:
     if milli % 1000 == 0:
         return None
     return f'fractional byte value "{text}" is invalid, must be an integer'
+
+
+def _some_fractional(resources: Obj) -> bool:
+    """Whether a container's ``resources`` may hold a fractional byte quantity."""
+    for kind in ("limits", "requests"):
+        values = resources.get(kind)
+        if values and isinstance(values, dict):
+            for resource in _BYTES:
+                value = values.get(resource)
+                if value is not None and _fractional(value) is not None:
+                    return True
+    return False
 
 
 def claim_spec_warnings(spec: Obj, at: str = "spec") -> list[str]:
@@ -145,23 +176,30 @@ def _containers(spec: Obj, at: str) -> list[tuple[Obj, str]]:
 
 def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
     """``warningsForPodSpecAndMeta`` for a pod (``at`` empty) or a template at ``at`` (its path
-    with a trailing dot, ``spec.template.``)."""
+    with a trailing dot, ``spec.template.``).
+
+    Every pod create and template update comes here, so each check is behind a test of
+    whether the pod has what it looks at (most have no node selector, affinity, aliases,
+    overhead or annotations), and a container's path is made only for a warning."""
     spec, meta = _dict(spec), _dict(meta)
     annotations = _dict(meta.get("annotations"))
     out: list[str] = []
-    for key in _dict(spec.get("nodeSelector")):
-        if key in DEPRECATED_NODE_LABELS:
-            out.append(f"{at}spec.nodeSelector[{key}]: {DEPRECATED_NODE_LABELS[key]}")
+    selector = spec.get("nodeSelector")
+    if selector and isinstance(selector, dict):
+        for key in selector:
+            if key in DEPRECATED_NODE_LABELS:
+                out.append(f"{at}spec.nodeSelector[{key}]: {DEPRECATED_NODE_LABELS[key]}")
     affinity = _dict(spec.get("affinity"))
-    node = _dict(affinity.get("nodeAffinity"))
-    required = _dict(node.get("requiredDuringSchedulingIgnoredDuringExecution"))
-    for i, term in enumerate(_list(required.get("nodeSelectorTerms"))):
-        out += _term_warnings(_dict(term), f"{at}spec.affinity.nodeAffinity.requiredDuringSchedulingIgnored"
-                                            f"DuringExecution.nodeSelectorTerms[{i}]")
-    for i, term in enumerate(_list(node.get("preferredDuringSchedulingIgnoredDuringExecution"))):
-        out += _term_warnings(_dict(_dict(term).get("preference")),
-                              f"{at}spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-                              ".preference")
+    if affinity:
+        node = _dict(affinity.get("nodeAffinity"))
+        required = _dict(node.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        for i, term in enumerate(_list(required.get("nodeSelectorTerms"))):
+            out += _term_warnings(_dict(term), f"{at}spec.affinity.nodeAffinity.requiredDuringSchedulingIgnored"
+                                                f"DuringExecution.nodeSelectorTerms[{i}]")
+        for i, term in enumerate(_list(node.get("preferredDuringSchedulingIgnoredDuringExecution"))):
+            out += _term_warnings(_dict(_dict(term).get("preference")),
+                                  f"{at}spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+                                  f"[{i}].preference")
     for i, c in enumerate(_list(spec.get("topologySpreadConstraints"))):
         c = _dict(c)
         key = str(c.get("topologyKey") or "")
@@ -169,9 +207,10 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
             out.append(f"{at}spec.topologySpreadConstraints[{i}].topologyKey: {key} is {DEPRECATED_NODE_LABELS[key]}")
         if c.get("labelSelector") is None:
             out.append(f"{at}spec.topologySpreadConstraints[{i}].labelSelector: {_NULL_SELECTOR}")
-    for key, words in _DEPRECATED_ANNOTATIONS:
-        if key in annotations:
-            out.append(f"{at}metadata.annotations[{key}]: {words}")
+    if annotations:
+        for key, words in _DEPRECATED_ANNOTATIONS:
+            if key in annotations:
+                out.append(f"{at}metadata.annotations[{key}]: {words}")
     for i, volume in enumerate(_list(spec.get("volumes"))):
         if isinstance(volume, dict) and not _VOLUME_KEYS.isdisjoint(volume):
             for plugin, words in _VOLUMES:
@@ -182,50 +221,89 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
                                                    f"{at}spec.volumes[{i}].ephemeral.volumeClaimTemplate.spec")
                 elif volume.get(plugin) is not None:
                     out.append(f"{at}spec.volumes[{i}].{_VOLUME_PATH.get(plugin, plugin)}: {words}")
-    seen: set[str] = set()
-    for i, alias in enumerate(_list(spec.get("hostAliases"))):
-        ip = str(_dict(alias).get("ip") or "")
-        if ip in seen:
-            out.append(f'{at}spec.hostAliases[{i}].ip: duplicate ip "{ip}"')
-        seen.add(ip)
-    secrets = [str(_dict(s).get("name") or "") for s in _list(spec.get("imagePullSecrets"))]
-    seen = set()
-    for i, name in enumerate(secrets):
-        if name in seen:
-            out.append(f'{at}spec.imagePullSecrets[{i}].name: duplicate name "{name}"')
-        seen.add(name)
-    for i, name in enumerate(secrets):
-        if not name:
-            out.append(f'{at}spec.imagePullSecrets[{i}].name: invalid empty name ""')
-    overhead = _dict(spec.get("overhead"))
-    for resource in _BYTES:
-        warning = _fractional(overhead.get(resource))
-        if warning:
-            out.append(f"{at}spec.overhead[{resource}]: {warning}")
-    if _dict(spec.get("securityContext")).get("seccompProfile") is None and _SECCOMP_POD in annotations:
-        out.append(f"{at}metadata.annotations[{_SECCOMP_POD}]: {_SECCOMP_WORDS}")
-    containers = _containers(spec, at)
-    for c, path in containers:
-        key = _SECCOMP_CONTAINER + str(c.get("name") or "")
-        if _dict(c.get("securityContext")).get("seccompProfile") is None and key in annotations:
-            out.append(f"{at}metadata.annotations[{key}]: {_SECCOMP_WORDS}")
-        resources = _dict(c.get("resources"))
+    aliases = spec.get("hostAliases")
+    if aliases:
+        seen: set[str] = set()
+        for i, alias in enumerate(_list(aliases)):
+            ip = str(_dict(alias).get("ip") or "")
+            if ip in seen:
+                out.append(f'{at}spec.hostAliases[{i}].ip: duplicate ip "{ip}"')
+            seen.add(ip)
+    pull_secrets = spec.get("imagePullSecrets")
+    if pull_secrets:
+        secrets = [str(_dict(s).get("name") or "") for s in _list(pull_secrets)]
+        seen = set()
+        for i, name in enumerate(secrets):
+            if name in seen:
+                out.append(f'{at}spec.imagePullSecrets[{i}].name: duplicate name "{name}"')
+            seen.add(name)
+        for i, name in enumerate(secrets):
+            if not name:
+                out.append(f'{at}spec.imagePullSecrets[{i}].name: invalid empty name ""')
+    overhead = spec.get("overhead")
+    if overhead and isinstance(overhead, dict):
         for resource in _BYTES:
-            for kind in ("limits", "requests"):
-                warning = _fractional(_dict(resources.get(kind)).get(resource))
-                if warning:
-                    out.append(f"{path}.resources.{kind}[{resource}]: {warning}")
-        envs = _list(c.get("env"))
-        names: set[str] = set()
-        for i, env in enumerate(envs if len(envs) > 1 else ()):
-            env = _dict(env)
-            name, value = str(env.get("name") or ""), str(env.get("value") or "")
-            if name in names:
-                ref = f"$({name})"
-                if env.get("valueFrom") is not None or value == ref or ref not in value:
-                    out.append(f'{path}.env[{i}]: hides previous definition of "{name}", which may be dropped when '
-                               "using apply")
-            names.add(name)
+            warning = _fractional(overhead.get(resource))
+            if warning:
+                out.append(f"{at}spec.overhead[{resource}]: {warning}")
+    if annotations and _SECCOMP_POD in annotations and _dict(spec.get("securityContext")).get("seccompProfile") is None:
+        out.append(f"{at}metadata.annotations[{_SECCOMP_POD}]: {_SECCOMP_WORDS}")
+    container_seccomp = bool(annotations) and any(k.startswith(_SECCOMP_CONTAINER) for k in annotations)
+    with_ports, port_count = False, 0
+    for field in ("initContainers", "containers", "ephemeralContainers"):
+        for ci, c in enumerate(_list(spec.get(field))):
+            if not isinstance(c, dict):
+                continue
+            if container_seccomp:
+                key = _SECCOMP_CONTAINER + str(c.get("name") or "")
+                if key in annotations and _dict(c.get("securityContext")).get("seccompProfile") is None:
+                    out.append(f"{at}metadata.annotations[{key}]: {_SECCOMP_WORDS}")
+            resources = c.get("resources")
+            if resources and isinstance(resources, dict) and _some_fractional(resources):
+                for resource in _BYTES:
+                    for kind in ("limits", "requests"):
+                        warning = _fractional(_dict(resources.get(kind)).get(resource))
+                        if warning:
+                            out.append(f"{at}spec.{field}[{ci}].resources.{kind}[{resource}]: {warning}")
+            envs = c.get("env")
+            if envs and isinstance(envs, list) and len(envs) > 1:
+                names: set[str] = set()
+                for i, env in enumerate(envs):
+                    env = _dict(env)
+                    name, value = str(env.get("name") or ""), str(env.get("value") or "")
+                    if name in names:
+                        ref = f"$({name})"
+                        if env.get("valueFrom") is not None or value == ref or ref not in value:
+                            out.append(f'{at}spec.{field}[{ci}].env[{i}]: hides previous definition of "{name}", '
+                                       "which may be dropped when using apply")
+                    names.add(name)
+            ports = c.get("ports")
+            if ports:  # one port without a host IP has nothing to warn of
+                port_count += len(ports) if isinstance(ports, list) else 2
+                with_ports = with_ports or port_count > 1 or type(ports[0]) is not dict or bool(ports[0].get("hostIP"))
+    if with_ports:
+        out += _port_warnings(_containers(spec, at))
+    grace = spec.get("terminationGracePeriodSeconds")
+    if isinstance(grace, int) and not isinstance(grace, bool) and grace < 0:
+        out.append(f"{at}spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and will be "
+                   "treated as 1")
+    if affinity:
+        for kind in ("podAffinity", "podAntiAffinity"):
+            terms = _dict(affinity.get(kind))
+            for i, term in enumerate(_list(terms.get("requiredDuringSchedulingIgnoredDuringExecution"))):
+                if _dict(term).get("labelSelector") is None:
+                    out.append(f"{at}spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+                               f".labelSelector: {_NULL_SELECTOR}")
+            for i, term in enumerate(_list(terms.get("preferredDuringSchedulingIgnoredDuringExecution"))):
+                if _dict(_dict(term).get("podAffinityTerm")).get("labelSelector") is None:
+                    out.append(f"{at}spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+                               f".podAffinityTerm.labelSelector: {_NULL_SELECTOR}")
+    return out
+
+
+def _port_warnings(containers: list[tuple[Obj, str]]) -> list[str]:
+    """The ports' warnings: a host IP without a host port, and ports that collide."""
+    out = []
     ports: dict[tuple[Any, Any], list[tuple[str, int, Obj]]] = {}
     for c, path in containers:
         for i, port in enumerate(_list(c.get("ports"))):
@@ -246,20 +324,6 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
                     continue
                 out.append(f"{path}.ports[{i}]: {problem} port definition with {other_path}.ports[{j}]")
             ports.setdefault(number, []).append((path, i, port))
-    grace = spec.get("terminationGracePeriodSeconds")
-    if isinstance(grace, int) and not isinstance(grace, bool) and grace < 0:
-        out.append(f"{at}spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and will be "
-                   "treated as 1")
-    for kind in ("podAffinity", "podAntiAffinity"):
-        terms = _dict(affinity.get(kind))
-        for i, term in enumerate(_list(terms.get("requiredDuringSchedulingIgnoredDuringExecution"))):
-            if _dict(term).get("labelSelector") is None:
-                out.append(f"{at}spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
-                           f".labelSelector: {_NULL_SELECTOR}")
-        for i, term in enumerate(_list(terms.get("preferredDuringSchedulingIgnoredDuringExecution"))):
-            if _dict(_dict(term).get("podAffinityTerm")).get("labelSelector") is None:
-                out.append(f"{at}spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-                           f".podAffinityTerm.labelSelector: {_NULL_SELECTOR}")
     return out
 
 
