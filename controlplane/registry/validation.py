@@ -60,15 +60,20 @@ built-in struct sent empty (``args: []``, ``tolerations: []``, ``labels: {}``) i
 a Role's ``rules``, an EndpointSlice's ``endpoints``), null; those are ``Shape.null_fields``
 too, null when absent. The walk notes the empty ones (``Findings.emptied``);
 ``empty_collections`` settles them. An empty struct (``emptyDir: {}``, ``resources: {}``) is
-a value, kept.
+a value, kept. Zero scalars go as Go's decoding and encoding make them go: a non-pointer
+``omitempty`` field holding its zero value (``hostNetwork: false``, ``hostname: ""``, a
+condition's ``reason: ""``, ``minReadySeconds: 0``: ``Shape.omit_zero``, ``_OMIT_ZERO_TEXT``)
+is left out, noted by the walk with the empty lists; a pointer's (``replicas: 0``,
+``automountServiceAccountToken: false``) is a value, kept.
 
 Upstream's admission sees the object decoded from the request's JSON, not yet stored: the
 webhooks get it encoded by Go's JSON encoder, the admission policies' CEL as the unstructured
-converter makes it, both of which leave an empty ``omitempty`` list out but write an empty
-non-nil one without ``omitempty`` as ``[]`` (``rules: []``). So the decoding drops only the
-``omitempty`` ones (``empty_collections(..., decoded=True)``); the others are ``[]`` through
-admission and the strategy, and null once about to be stored (``stored_form``), as is every
-such list a strategy made and every empty list a mutating policy or webhook made.
+converter makes it, both of which leave an empty ``omitempty`` list (and a zero ``omitempty``
+scalar) out but write an empty non-nil one without ``omitempty`` as ``[]`` (``rules: []``). So
+the decoding drops only the ``omitempty`` ones (``empty_collections(..., decoded=True)``); the
+others are ``[]`` through admission and the strategy, and null once about to be stored
+(``stored_form``), as is every such list a strategy made and every empty list a mutating
+policy or webhook made.
 """
 
 from __future__ import annotations
@@ -141,7 +146,8 @@ class Shape:
     """
 
     __slots__ = ("accepts", "bound", "collections", "empty_missing", "expect", "fields", "go_type", "items",
-                 "nil_plan", "null_fields", "null_fill", "parse", "required", "struct", "values", "zeros")
+                 "nil_plan", "null_fields", "null_fill", "omit_zero", "parse", "required", "struct", "values",
+                 "zeros")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -168,6 +174,9 @@ class Shape:
         # the list and map fields of such a struct: empty, they are nil once stored
         # (``Findings.emptied``, ``empty_collections``)
         self.collections: frozenset[str] = frozenset()
+        # its scalar fields Go leaves out when zero (``omitempty``, not pointers: ``_OMIT_ZERO``):
+        # ``""``, ``false``, ``0``, sent, are gone once decoded (``Findings.emptied``)
+        self.omit_zero: frozenset[str] = frozenset()
         # the required ones of those that are missing when empty too (``_EMPTY_REQUIRED``)
         self.empty_missing: frozenset[str] = frozenset()
         # of such a struct, once ``stored_form`` asked: its list and map fields without
@@ -212,8 +221,9 @@ class Findings:
     # the structs that lack a field Go always writes: (the dict, its Shape's ``zeros``);
     # see ``fill_zeros``
     unfilled: list[tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = field(default_factory=list)
-    # the empty lists and maps of a built-in struct's fields: (the dict, the key, whether Go
-    # writes the field as null, else leaves it out); see ``empty_collections``
+    # the empty lists and maps of a built-in struct's fields, and its zero scalars Go leaves out
+    # (``Shape.omit_zero``): (the dict, the key, whether Go writes the field as null, else leaves
+    # it out); see ``empty_collections``
     emptied: list[tuple[dict[str, Any], str, bool]] = field(default_factory=list)
     # the numbers Go's decoder refuses where apimachinery's unstructured converter may take
     # them (a float for an integer or an IntOrString, an integer past its Go type): (the dict
@@ -305,6 +315,8 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
             elif t is _NONE:
                 if k not in shape.null_fields:  # (a zero Time, a nil list Go writes back as null: kept)
                     found.nulls.append((value, k, None))
+            elif not v and k in shape.omit_zero:  # ("", false, 0 of an omitempty scalar: none once decoded)
+                found.emptied.append((value, k, False))
             elif sub.parse is not None:
                 _parse(sub, value, k, v, found)
             elif t is int and sub.bound and not -sub.bound <= v < sub.bound:
@@ -697,6 +709,7 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
                     shape.null_fields = tuple(f for f in (*_NULL_TIMES.get(name, ()), *_NIL_WRITTEN.get(name, ()))
                                               if f in shape.fields)
                     shape.null_fill = tuple((f, None) for f in shape.null_fields)
+                    shape.omit_zero = _omit_zero().get(name, frozenset())
             shape.parse = _PARSED.get(name)
             package, _, type_name = name.rpartition(".")
             shape.go_type = f"{package.rpartition('.')[2]}.{type_name}"
@@ -890,6 +903,250 @@ _NIL_WRITTEN: dict[str, tuple[str, ...]] = {
 }
 
 
+# The scalar fields of the built-in types Go leaves out when they hold their zero value: not
+# pointers, tagged ``omitempty`` (strings, bools, integers, floats and the named types of them:
+# a ``PodPhase``, a ``types.UID``). Decoded, ``hostNetwork: false`` or a condition's ``reason: ""``
+# is no value: kube-apiserver, which decodes a request into the Go struct and encodes it back,
+# serves the object without them (and its webhooks see it so). Pointers (``replicas``,
+# ``automountServiceAccountToken``) keep their zero values, and fields without ``omitempty`` are
+# always written (``Shape.zeros``). Derived from the ``json`` tags of k8s.io/api's Go types
+# (kubernetes/api master of July 2026, 1.37): every field of a struct whose definition this
+# server serves, inlined structs' fields counted as their holder's, checked against the
+# definition's schema (a string, integer, number or boolean). To regenerate: walk every
+# ``type X struct`` of k8s.io/api's packages and list the fields whose tag has ``omitempty`` and
+# whose Go type is a scalar or a named scalar type (``type PodPhase string``); keep the structs
+# named in ``schema.definitions()``. One line a definition (``io.k8s.api.`` left out), wrapped
+# lines indented.
+_OMIT_ZERO_TEXT = """
+admissionregistration.v1.ApplyConfiguration: expression
+admissionregistration.v1.JSONPatch: expression
+admissionregistration.v1.MutatingAdmissionPolicyBindingSpec: policyName
+admissionregistration.v1.MutatingAdmissionPolicySpec: reinvocationPolicy
+admissionregistration.v1.ParamKind: apiVersion kind
+admissionregistration.v1.ParamRef: name namespace
+admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec: policyName
+admissionregistration.v1.ValidatingAdmissionPolicyStatus: observedGeneration
+admissionregistration.v1.Validation: message messageExpression
+admissionregistration.v1alpha1.ApplyConfiguration: expression
+admissionregistration.v1alpha1.JSONPatch: expression
+admissionregistration.v1alpha1.MutatingAdmissionPolicyBindingSpec: policyName
+admissionregistration.v1alpha1.ParamKind: apiVersion kind
+admissionregistration.v1alpha1.ParamRef: name namespace
+admissionregistration.v1beta1.ApplyConfiguration: expression
+admissionregistration.v1beta1.JSONPatch: expression
+admissionregistration.v1beta1.MutatingAdmissionPolicyBindingSpec: policyName
+admissionregistration.v1beta1.ParamKind: apiVersion kind
+admissionregistration.v1beta1.ParamRef: name namespace
+apiserverinternal.v1alpha1.ServerStorageVersion: apiServerID encodingVersion
+apiserverinternal.v1alpha1.StorageVersionCondition: observedGeneration message
+apps.v1.DaemonSetCondition: reason message
+apps.v1.DaemonSetSpec: minReadySeconds
+apps.v1.DaemonSetStatus: observedGeneration updatedNumberScheduled numberAvailable numberUnavailable
+apps.v1.DaemonSetUpdateStrategy: type
+apps.v1.DeploymentCondition: reason message
+apps.v1.DeploymentSpec: minReadySeconds paused
+apps.v1.DeploymentStatus: observedGeneration replicas updatedReplicas readyReplicas availableReplicas
+    unavailableReplicas
+apps.v1.DeploymentStrategy: type
+apps.v1.ReplicaSetCondition: reason message
+apps.v1.ReplicaSetSpec: minReadySeconds
+apps.v1.ReplicaSetStatus: fullyLabeledReplicas readyReplicas availableReplicas observedGeneration
+apps.v1.StatefulSetCondition: reason message
+apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy: whenDeleted whenScaled
+apps.v1.StatefulSetSpec: podManagementPolicy minReadySeconds
+apps.v1.StatefulSetStatus: observedGeneration readyReplicas currentReplicas updatedReplicas currentRevision
+    updateRevision
+apps.v1.StatefulSetUpdateStrategy: type
+authentication.v1.BoundObjectReference: kind apiVersion name uid
+authentication.v1.TokenReviewSpec: token
+authentication.v1.TokenReviewStatus: authenticated error
+authentication.v1.UserInfo: username uid
+authorization.v1.FieldSelectorAttributes: rawSelector
+authorization.v1.LabelSelectorAttributes: rawSelector
+authorization.v1.NonResourceAttributes: path verb
+authorization.v1.ResourceAttributes: namespace verb group version resource subresource name
+authorization.v1.SelfSubjectRulesReviewSpec: namespace
+authorization.v1.SubjectAccessReviewSpec: user uid
+authorization.v1.SubjectAccessReviewStatus: denied reason evaluationError
+authorization.v1.SubjectRulesReviewStatus: evaluationError
+autoscaling.v1.CrossVersionObjectReference: apiVersion
+autoscaling.v1.ScaleSpec: replicas
+autoscaling.v1.ScaleStatus: selector
+autoscaling.v2.CrossVersionObjectReference: apiVersion
+autoscaling.v2.HorizontalPodAutoscalerCondition: reason message
+autoscaling.v2.HorizontalPodAutoscalerStatus: currentReplicas
+batch.v1.CronJobSpec: concurrencyPolicy
+batch.v1.JobCondition: reason message
+batch.v1.JobStatus: active succeeded failed completedIndexes
+certificates.v1.CertificateSigningRequestCondition: reason message
+certificates.v1.CertificateSigningRequestSpec: username uid
+certificates.v1.ClusterTrustBundleSpec: signerName
+certificates.v1.PodCertificateRequestStatus: certificateChain
+certificates.v1beta1.ClusterTrustBundleSpec: signerName
+certificates.v1beta1.PodCertificateRequestStatus: certificateChain
+coordination.v1alpha2.LeaseCandidateSpec: emulationVersion strategy
+coordination.v1beta1.LeaseCandidateSpec: emulationVersion strategy
+core.v1.AWSElasticBlockStoreVolumeSource: fsType partition readOnly
+core.v1.AzureFilePersistentVolumeSource: readOnly
+core.v1.AzureFileVolumeSource: readOnly
+core.v1.CSIPersistentVolumeSource: readOnly fsType
+core.v1.CephFSPersistentVolumeSource: path user secretFile readOnly
+core.v1.CephFSVolumeSource: path user secretFile readOnly
+core.v1.CinderPersistentVolumeSource: fsType readOnly
+core.v1.CinderVolumeSource: fsType readOnly
+core.v1.ComponentCondition: message error
+core.v1.ConfigMapNodeConfigSource: uid resourceVersion
+core.v1.Container: image workingDir terminationMessagePath terminationMessagePolicy imagePullPolicy stdin stdinOnce
+    tty
+core.v1.ContainerImage: sizeBytes
+core.v1.ContainerPort: name hostPort protocol hostIP
+core.v1.ContainerRestartRule: action
+core.v1.ContainerRestartRuleOnExitCodes: operator
+core.v1.ContainerStateTerminated: signal reason message containerID
+core.v1.ContainerStateWaiting: reason message
+core.v1.ContainerStatus: containerID
+core.v1.EmptyDirVolumeSource: medium
+core.v1.EndpointAddress: hostname
+core.v1.EndpointPort: name protocol
+core.v1.EnvFromSource: prefix
+core.v1.EnvVar: value
+core.v1.EphemeralContainer: targetContainerName
+core.v1.Event: reason message count type action
+core.v1.EventSeries: count
+core.v1.EventSource: component host
+core.v1.FCVolumeSource: fsType readOnly
+core.v1.FlexPersistentVolumeSource: fsType readOnly
+core.v1.FlexVolumeSource: fsType readOnly
+core.v1.FlockerVolumeSource: datasetName datasetUUID
+core.v1.GCEPersistentDiskVolumeSource: fsType partition readOnly
+core.v1.GitRepoVolumeSource: revision directory
+core.v1.GlusterfsPersistentVolumeSource: readOnly
+core.v1.GlusterfsVolumeSource: readOnly
+core.v1.HTTPGetAction: path host scheme
+core.v1.ISCSIPersistentVolumeSource: iscsiInterface fsType readOnly chapAuthDiscovery chapAuthSession
+core.v1.ISCSIVolumeSource: iscsiInterface fsType readOnly chapAuthDiscovery chapAuthSession
+core.v1.ImageVolumeSource: reference pullPolicy
+core.v1.ImageVolumeStatus: imageRef
+core.v1.LoadBalancerIngress: ip hostname
+core.v1.LocalObjectReference: name
+core.v1.ModifyVolumeStatus: targetVolumeAttributesClassName
+core.v1.NFSVolumeSource: readOnly
+core.v1.NamespaceCondition: reason message
+core.v1.NamespaceStatus: phase
+core.v1.NodeCondition: reason message
+core.v1.NodeConfigStatus: error
+core.v1.NodeSpec: podCIDR providerID unschedulable externalID
+core.v1.NodeStatus: phase
+core.v1.ObjectFieldSelector: apiVersion
+core.v1.ObjectReference: kind namespace name uid apiVersion resourceVersion fieldPath
+core.v1.PersistentVolumeClaimCondition: reason message
+core.v1.PersistentVolumeClaimSpec: volumeName
+core.v1.PersistentVolumeClaimStatus: phase
+core.v1.PersistentVolumeClaimVolumeSource: readOnly
+core.v1.PersistentVolumeSpec: persistentVolumeReclaimPolicy storageClassName
+core.v1.PersistentVolumeStatus: phase message reason
+core.v1.PhotonPersistentDiskVolumeSource: fsType
+core.v1.PodCertificateProjection: signerName keyType credentialBundlePath keyPath certificateChainPath
+core.v1.PodCondition: observedGeneration reason message
+core.v1.PodDNSConfigOption: name
+core.v1.PodSpec: restartPolicy dnsPolicy serviceAccountName serviceAccount nodeName hostNetwork hostPID hostIPC
+    hostname subdomain schedulerName priorityClassName
+core.v1.PodStatus: observedGeneration phase message reason nominatedNodeName hostIP podIP qosClass resize
+core.v1.PortworxVolumeSource: fsType readOnly
+core.v1.Probe: initialDelaySeconds timeoutSeconds periodSeconds successThreshold failureThreshold
+core.v1.QuobyteVolumeSource: readOnly user group tenant
+core.v1.RBDPersistentVolumeSource: fsType pool user keyring readOnly
+core.v1.RBDVolumeSource: fsType pool user keyring readOnly
+core.v1.ReplicationControllerCondition: reason message
+core.v1.ReplicationControllerSpec: minReadySeconds
+core.v1.ReplicationControllerStatus: fullyLabeledReplicas readyReplicas availableReplicas observedGeneration
+core.v1.ResourceClaim: request
+core.v1.ResourceFieldSelector: containerName
+core.v1.ResourceHealth: health
+core.v1.SELinuxOptions: user role type level
+core.v1.ScaleIOPersistentVolumeSource: sslEnabled protectionDomain storagePool storageMode volumeName fsType
+    readOnly
+core.v1.ScaleIOVolumeSource: sslEnabled protectionDomain storagePool storageMode volumeName fsType readOnly
+core.v1.Secret: type
+core.v1.SecretReference: name namespace
+core.v1.SecretVolumeSource: secretName
+core.v1.ServiceAccountTokenProjection: audience
+core.v1.ServicePort: name protocol nodePort
+core.v1.ServiceSpec: clusterIP type sessionAffinity loadBalancerIP externalName externalTrafficPolicy
+    healthCheckNodePort publishNotReadyAddresses
+core.v1.StorageOSPersistentVolumeSource: volumeName volumeNamespace fsType readOnly
+core.v1.StorageOSVolumeSource: volumeName volumeNamespace fsType readOnly
+core.v1.TCPSocketAction: host
+core.v1.Taint: value
+core.v1.Toleration: key operator value effect
+core.v1.VolumeHealthCondition: message
+core.v1.VolumeMount: readOnly subPath subPathExpr
+core.v1.VolumeMountStatus: readOnly
+core.v1.VsphereVirtualDiskVolumeSource: fsType storagePolicyName storagePolicyID
+events.v1.Event: reportingController reportingInstance action reason note type deprecatedCount
+flowcontrol.v1.FlowSchemaCondition: type status reason message
+flowcontrol.v1.PriorityLevelConfigurationCondition: type status reason message
+flowcontrol.v1.ResourcePolicyRule: clusterScope
+networking.v1.HTTPIngressPath: path
+networking.v1.IngressClassSpec: controller
+networking.v1.IngressLoadBalancerIngress: ip hostname
+networking.v1.IngressRule: host
+networking.v1.IngressTLS: secretName
+networking.v1.ParentReference: group resource namespace name
+networking.v1.ServiceBackendPort: name number
+policy.v1.PodDisruptionBudgetStatus: observedGeneration
+rbac.v1.Subject: apiGroup namespace
+resource.v1.DeviceSubRequest: allocationMode count
+resource.v1.DeviceTaint: value
+resource.v1.DeviceToleration: key operator value effect
+resource.v1.ExactDeviceRequest: allocationMode count
+resource.v1.NetworkDeviceData: interfaceName hardwareAddress
+resource.v1.ResourceClaimConsumerReference: apiGroup
+resource.v1alpha3.DeviceTaint: value
+resource.v1alpha3.PartitionTypeStatus: attribute type
+resource.v1alpha3.PoolStatus: driver poolName
+resource.v1alpha3.ShareableCapacityStatus: name
+resource.v1beta1.DeviceRequest: allocationMode count
+resource.v1beta1.DeviceSubRequest: allocationMode count
+resource.v1beta1.DeviceTaint: value
+resource.v1beta1.DeviceToleration: key operator value effect
+resource.v1beta1.NetworkDeviceData: interfaceName hardwareAddress
+resource.v1beta1.ResourceClaimConsumerReference: apiGroup
+resource.v1beta1.ResourceSliceSpec: nodeName allNodes
+resource.v1beta2.DeviceSubRequest: allocationMode count
+resource.v1beta2.DeviceTaint: value
+resource.v1beta2.DeviceToleration: key operator value effect
+resource.v1beta2.ExactDeviceRequest: allocationMode count
+resource.v1beta2.NetworkDeviceData: interfaceName hardwareAddress
+resource.v1beta2.ResourceClaimConsumerReference: apiGroup
+scheduling.v1.PriorityClass: globalDefault description
+scheduling.v1alpha3.CompositePodGroupSpec: priorityClassName
+scheduling.v1alpha3.CompositePodGroupTemplate: priorityClassName
+scheduling.v1alpha3.PodGroupSpec: priorityClassName
+scheduling.v1alpha3.PodGroupTemplate: priorityClassName
+scheduling.v1alpha3.TypedLocalObjectReference: apiGroup
+scheduling.v1beta1.CompositePodGroupTemplate: priorityClassName
+scheduling.v1beta1.PodGroupSpec: priorityClassName
+scheduling.v1beta1.PodGroupTemplate: priorityClassName
+scheduling.v1beta1.TypedLocalObjectReference: apiGroup
+storage.v1.StorageHealthCondition: message
+storage.v1.VolumeError: message
+storagemigration.v1.StorageVersionMigrationStatus: resourceVersion
+storagemigration.v1beta1.StorageVersionMigrationStatus: resourceVersion
+"""
+
+
+@functools.cache
+def _omit_zero() -> dict[str, frozenset[str]]:
+    """``_OMIT_ZERO_TEXT`` read: the fields by definition name."""
+    out: dict[str, frozenset[str]] = {}
+    for entry in _OMIT_ZERO_TEXT.replace("\n    ", " ").split("\n"):
+        if entry:
+            name, _, fields = entry.partition(": ")
+            out["io.k8s.api." + name] = frozenset(fields.split())
+    return out
+
+
 # The required lists and maps whose upstream validation refuses an empty one as it refuses none,
 # in the words of the missing field here (``field.Required(path, "")``), and which no validation
 # of this server's checks: empty, each is nil once stored (``Findings.emptied``), so one taken
@@ -920,7 +1177,8 @@ def _collection(shape: Shape) -> bool:
 def empty_collections(emptied: list[tuple[dict[str, Any], str, bool]], decoded: bool = False) -> None:
     """The empty lists and maps ``Shape.check`` found in a built-in object's structs
     (``Findings.emptied``) as kube-apiserver reads them back: null where Go writes the field
-    without ``omitempty`` (``_NIL_WRITTEN``), else left out (in place). Upstream stores the
+    without ``omitempty`` (``_NIL_WRITTEN``), else left out (in place), as are the zero values of
+    its ``omitempty`` scalars (``Shape.omit_zero``: ``hostNetwork: false``, ``reason: ""``). Upstream stores the
     built-in kinds as protobuf, which has no empty repeated field or map, so ``args: []`` or
     ``labels: {}`` is a nil slice or map once stored, and in the create's response (decoded
     from the bytes written). Not for custom resources: stored as JSON, they keep ``[]``.

@@ -1,6 +1,7 @@
 """Empty lists and maps of the built-in kinds, as kube-apiserver reads them back from its
 protobuf storage (``registry/validation.py``: ``Findings.emptied``, ``empty_collections``):
-left out where the Go field is ``omitempty``, null where it is not (``_NIL_WRITTEN``)."""
+left out where the Go field is ``omitempty``, null where it is not (``_NIL_WRITTEN``); and the
+zero values of ``omitempty`` scalars, which Go leaves out (``Shape.omit_zero``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import copy
 from typing import Any
 
 from controlplane.registry.schema import definitions, type_of
-from controlplane.registry.validation import _NIL_WRITTEN, empty_collections, fill_zeros, shape_of
+from controlplane.registry.validation import _NIL_WRITTEN, _omit_zero, empty_collections, fill_zeros, shape_of
 
 
 def _decoded(group: str, version: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -96,3 +97,49 @@ def test_every_field_of_the_table_is_a_list_or_map_of_its_definition() -> None:
             assert prop is not None, (name, f)
             target = defs.resolve(prop) if "$ref" in prop else prop
             assert type_of(target) == "array" or "additionalProperties" in target, (name, f)
+
+
+def test_zero_scalars_of_omitempty_fields_are_left_out_and_pointers_zeros_kept() -> None:
+    spec = {"containers": [{"name": "c", "image": "x", "workingDir": "", "tty": False}],
+            "hostname": "", "hostNetwork": False, "priorityClassName": "", "nodeName": "n",
+            "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 0, "priority": 0}
+    status = {"conditions": [{"type": "Ready", "status": "False", "reason": "", "message": "",
+                              "observedGeneration": 0}],
+              "containerStatuses": [{"name": "c", "ready": False, "restartCount": 0, "image": "", "imageID": ""}]}
+    pod = _decoded("", "v1", "Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                     "spec": spec, "status": status})
+    assert pod["spec"] == {"containers": [{"name": "c", "image": "x"}], "nodeName": "n",
+                           "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 0, "priority": 0}
+    assert pod["status"]["conditions"] == [{"type": "Ready", "status": "False", "lastProbeTime": None,
+                                            "lastTransitionTime": None}]
+    # no omitempty: written whatever their value
+    assert pod["status"]["containerStatuses"] == [{"name": "c", "ready": False, "restartCount": 0, "image": "",
+                                                   "imageID": ""}]
+    deployment = _decoded("apps", "v1", "Deployment", {"spec": {
+        "replicas": 0, "minReadySeconds": 0, "paused": False, "selector": {},
+        "template": {"spec": {"containers": [], "hostNetwork": False}}}})
+    assert deployment["spec"] == {"replicas": 0, "selector": {}, "template": {"spec": {"containers": None}}}
+
+
+def test_a_zero_of_the_wrong_type_is_still_a_mismatch() -> None:
+    shape = shape_of("", "v1", "Pod")
+    assert shape is not None
+    found = shape.check({"spec": {"hostNetwork": 0, "hostname": False}})
+    assert found.mismatched == [("spec.hostNetwork", "number", "bool"), ("spec.hostname", "bool", "string")]
+    assert found.emptied == []
+
+
+def test_every_field_of_the_zero_scalars_table_is_a_scalar_of_its_definition() -> None:
+    defs = definitions()
+    table = _omit_zero()
+    assert "hostNetwork" in table["io.k8s.api.core.v1.PodSpec"]
+    assert "automountServiceAccountToken" not in table["io.k8s.api.core.v1.PodSpec"]  # a pointer
+    assert "replicas" not in table["io.k8s.api.apps.v1.DeploymentSpec"]
+    for name, fields in table.items():
+        node = defs.defs.get(name)
+        assert node is not None, name
+        for f in fields:
+            prop = node.get("properties", {}).get(f)
+            assert prop is not None, (name, f)
+            assert type_of(prop) in ("string", "integer", "number", "boolean"), (name, f)
+            assert prop.get("format") not in ("date-time", "byte", "int-or-string"), (name, f)

@@ -1,0 +1,146 @@
+"""Zero scalars of the built-in kinds over a socket, as kube-apiserver serves them: a non-pointer
+``omitempty`` field holding its zero value (``hostNetwork: false``, ``hostname: ""``, a pod
+condition's ``reason: ""``, a Deployment's ``minReadySeconds: 0``) is no value once decoded into
+the Go struct, left out of the write's response and of every read, whatever the write (create,
+update, each patch type, a status write, a server-side apply); a pointer's zero (``replicas: 0``,
+``automountServiceAccountToken: false``, ``terminationGracePeriodSeconds: 0``) is kept
+(``registry/validation.py``: ``Shape.omit_zero``). A custom resource, stored as JSON, keeps its."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.client import Client, resource_path
+from tests.e2e.test_kubectl import kubectl
+from tests.test_cli import Serve
+
+PODS = resource_path("", "v1", "pods", "default")
+SERVICES = resource_path("", "v1", "services", "default")
+DEPLOYMENTS = resource_path("apps", "v1", "deployments", "default")
+ZERO_POD_SPEC = {"hostname": "", "subdomain": "", "priorityClassName": "", "hostNetwork": False, "hostPID": False,
+                 "nodeName": ""}
+ZERO_CONTAINER = {"workingDir": "", "tty": False, "stdin": False}
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "i", **ZERO_CONTAINER}], **ZERO_POD_SPEC,
+                     "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 0}}
+
+
+def deployment(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name},
+            "spec": {"replicas": 0, "minReadySeconds": 0, "paused": False,
+                     "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "i", "tty": False}],
+                                           "hostNetwork": False}}}}
+
+
+def assert_pod_without_zeros(p: dict[str, Any]) -> None:
+    spec = p["spec"]
+    assert not set(ZERO_POD_SPEC) & set(spec), spec
+    assert not set(ZERO_CONTAINER) & set(spec["containers"][0]), spec["containers"][0]
+    # pointers: their zero is a value
+    assert spec["automountServiceAccountToken"] is False and spec["terminationGracePeriodSeconds"] == 0
+
+
+async def test_a_create_and_its_reads_leave_zero_scalars_out(served: Serve) -> None:
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        created = await c.create(PODS, pod("p"))
+        assert_pod_without_zeros(created)
+        assert_pod_without_zeros(await c.get(f"{PODS}/p"))
+        assert_pod_without_zeros((await c.list(PODS))["items"][0])
+        service = await c.create(SERVICES, {"metadata": {"name": "s"}, "spec": {
+            "loadBalancerIP": "", "externalName": "", "publishNotReadyAddresses": False, "ports": [{"port": 80}]}})
+        for s in (service, await c.get(f"{SERVICES}/s")):
+            assert not {"loadBalancerIP", "externalName", "publishNotReadyAddresses"} & set(s["spec"]), s["spec"]
+
+
+async def test_status_writes_leave_a_conditions_empty_reason_and_message_out(served: Serve) -> None:
+    """What KWOK's stage files write: ``reason: ""``, ``message: ""`` (the Go client reads them
+    back the same either way; kubectl's and clients' JSON does not)."""
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        await c.create(PODS, pod("st"))
+        condition = {"type": "Ready", "status": "False", "reason": "", "message": ""}
+        for patch_type in ("merge", "strategic"):
+            patched = await c.patch(f"{PODS}/st/status", {"status": {
+                "conditions": [condition], "message": "", "reason": "", "hostIP": "", "phase": "Pending"}}, patch_type)
+            for p in (patched, await c.get(f"{PODS}/st")):
+                [ready] = p["status"]["conditions"]
+                assert ready == {"type": "Ready", "status": "False", "lastProbeTime": None,
+                                 "lastTransitionTime": None}, ready
+                assert not {"message", "reason", "hostIP"} & set(p["status"])
+        current = await c.get(f"{PODS}/st")
+        current["status"]["conditions"][0].update(reason="", message="")
+        updated = await c.update(f"{PODS}/st/status", current)
+        assert not {"reason", "message"} & set(updated["status"]["conditions"][0])
+
+
+async def test_patches_of_every_type_and_a_noop_update(served: Serve) -> None:
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        created = await c.create(DEPLOYMENTS, deployment("d"))
+        spec = created["spec"]
+        assert spec["replicas"] == 0  # a pointer: kept
+        assert not {"minReadySeconds", "paused"} & set(spec)
+        assert "hostNetwork" not in spec["template"]["spec"]
+        assert "tty" not in spec["template"]["spec"]["containers"][0]
+        # an update sending what upstream drops is the object stored: no write
+        again = await c.update(f"{DEPLOYMENTS}/d", {**created, "spec": {
+            **created["spec"], "minReadySeconds": 0, "paused": False}})
+        assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+        assert not {"minReadySeconds", "paused"} & set(again["spec"])
+        merged = await c.patch(f"{DEPLOYMENTS}/d", {"spec": {"paused": True, "minReadySeconds": 5}}, "merge")
+        assert merged["spec"]["paused"] is True and merged["spec"]["minReadySeconds"] == 5
+        merged = await c.patch(f"{DEPLOYMENTS}/d", {"spec": {"paused": False}}, "merge")
+        assert "paused" not in merged["spec"] and merged["spec"]["minReadySeconds"] == 5
+        strategic = await c.patch(f"{DEPLOYMENTS}/d", {"spec": {"minReadySeconds": 0, "template": {"spec": {
+            "containers": [{"name": "c", "workingDir": ""}]}}}}, "strategic")
+        assert "minReadySeconds" not in strategic["spec"]
+        assert "workingDir" not in strategic["spec"]["template"]["spec"]["containers"][0]
+        json_patched = await c.patch(f"{DEPLOYMENTS}/d", [
+            {"op": "add", "path": "/spec/template/spec/hostname", "value": ""},
+            {"op": "add", "path": "/spec/template/spec/containers/0/stdin", "value": False}], "json")
+        assert "hostname" not in json_patched["spec"]["template"]["spec"]
+        assert "stdin" not in json_patched["spec"]["template"]["spec"]["containers"][0]
+        # adding what decodes to nothing is no change: no write, no new generation
+        assert json_patched["metadata"]["resourceVersion"] == strategic["metadata"]["resourceVersion"]
+        assert json_patched["metadata"]["generation"] == strategic["metadata"]["generation"]
+        got = await c.get(f"{DEPLOYMENTS}/d")
+        assert got["spec"] == json_patched["spec"]
+
+
+async def test_a_server_side_apply_owns_the_zero_scalars_it_sent(served: Serve) -> None:
+    """As with an empty list, upstream's field manager works on the applied configuration: the
+    manager owns ``paused`` though the object has none; applying it again changes nothing."""
+    config = (b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\n"
+              b"spec:\n  replicas: 0\n  paused: false\n  minReadySeconds: 0\n"
+              b"  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: a}}\n"
+              b"    spec: {containers: [{name: c, image: i, tty: false}], hostNetwork: false}\n")
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        applied = await c.request("PATCH", f"{DEPLOYMENTS}/a", config, "application/apply-patch+yaml",
+                                  fieldManager="me")
+        assert applied["spec"]["replicas"] == 0
+        assert not {"paused", "minReadySeconds"} & set(applied["spec"])
+        assert "hostNetwork" not in applied["spec"]["template"]["spec"]
+        assert "tty" not in applied["spec"]["template"]["spec"]["containers"][0]
+        [entry] = applied["metadata"]["managedFields"]
+        spec = entry["fieldsV1"]["f:spec"]
+        assert {"f:replicas", "f:paused", "f:minReadySeconds"} <= set(spec)
+        assert "f:hostNetwork" in spec["f:template"]["f:spec"]
+        assert "f:tty" in spec["f:template"]["f:spec"]["f:containers"]['k:{"name":"c"}']
+        again = await c.request("PATCH", f"{DEPLOYMENTS}/a", config, "application/apply-patch+yaml",
+                                fieldManager="me")
+        assert again["metadata"]["resourceVersion"] == applied["metadata"]["resourceVersion"]
+        assert again["spec"] == (await c.get(f"{DEPLOYMENTS}/a"))["spec"]
+
+
+def test_kubectl_get_yaml_shows_no_zero_scalars(served: Serve) -> None:
+    kubectl(served, "create", "-f", "-", stdin=(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: k}\n"
+        "spec:\n  hostname: ''\n  subdomain: ''\n  hostNetwork: false\n  automountServiceAccountToken: false\n"
+        "  containers: [{name: c, image: i, workingDir: '', tty: false}]\n"))
+    out = kubectl(served, "get", "pod", "k", "-o", "yaml")
+    for key in ("hostname:", "subdomain:", "hostNetwork:", "workingDir:", "tty:"):
+        assert key not in out, out
+    assert "automountServiceAccountToken: false" in out
