@@ -4,13 +4,16 @@ condition's ``reason: ""``, a Deployment's ``minReadySeconds: 0``) is no value o
 the Go struct, left out of the write's response and of every read, whatever the write (create,
 update, each patch type, a status write, a server-side apply); a pointer's zero (``replicas: 0``,
 ``automountServiceAccountToken: false``, ``terminationGracePeriodSeconds: 0``) is kept
-(``registry/validation.py``: ``Shape.omit_zero``). A custom resource, stored as JSON, keeps its."""
+(``registry/validation.py``: ``Shape.omit_zero``). Admission sees the request so decoded, and
+the zeros a mutating policy adds are left out too."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
-from controlplane.client import Client, resource_path
+from controlplane.client import ApiError, Client, resource_path
 from tests.e2e.test_kubectl import kubectl
 from tests.test_cli import Serve
 
@@ -144,3 +147,77 @@ def test_kubectl_get_yaml_shows_no_zero_scalars(served: Serve) -> None:
     for key in ("hostname:", "subdomain:", "hostNetwork:", "workingDir:", "tty:"):
         assert key not in out, out
     assert "automountServiceAccountToken: false" in out
+
+
+ZERO_POLICIES = """
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-hostname}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: zeros}}
+  validations:
+  - {expression: "!has(object.spec.hostname)", message: "a hostname is there"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-hostname}
+spec: {policyName: no-hostname, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: add-zeros}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: zeros}}
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >-
+        [JSONPatch{op: "add", path: "/metadata/annotations", value: {"mutated": "yes"}},
+         JSONPatch{op: "add", path: "/spec/hostNetwork", value: false},
+         JSONPatch{op: "add", path: "/spec/containers/0/workingDir", value: ""}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: add-zeros}
+spec: {policyName: add-zeros}
+"""
+
+
+async def test_admission_sees_the_decoded_object_and_a_mutations_zeros_are_left_out(served: Serve) -> None:
+    """Upstream's policies see the request decoded into the Go struct, as the unstructured
+    converter writes it (``omitempty`` honoured): ``hostname: ""`` is not there; the zeros a
+    mutation adds are decoded away before the object is stored."""
+    kubectl(served, "create", "namespace", "zeros")
+    kubectl(served, "apply", "-f", "-", stdin=ZERO_POLICIES)
+    pods = resource_path("", "v1", "pods", "zeros")
+
+    def pod_named(name: str, hostname: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"hostname": hostname, "containers": [{"name": "c", "image": "i"}]}}
+
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        deadline = time.monotonic() + 10
+        for attempt in range(1000):  # the policies reach admission through the watch caches
+            refused: ApiError | None = None
+            try:
+                await c.create(pods, pod_named(f"probe{attempt}", "named"))
+            except ApiError as e:
+                refused = e
+            if refused is not None:
+                assert refused.code == 422 and "a hostname is there" in refused.message, refused
+                # admitted: the policy saw no hostname
+                created = await c.create(pods, pod_named(f"made{attempt}", ""))
+                if (created["metadata"].get("annotations") or {}).get("mutated") == "yes":
+                    break
+            assert time.monotonic() < deadline, "the policies were never applied"
+            await asyncio.sleep(0.05)
+        for p in (created, await c.get(f"{pods}/{created['metadata']['name']}")):
+            assert "hostname" not in p["spec"] and "hostNetwork" not in p["spec"], p["spec"]
+            assert "workingDir" not in p["spec"]["containers"][0]
+    kubectl(served, "delete", "-f", "-", stdin=ZERO_POLICIES)
