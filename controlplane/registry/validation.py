@@ -909,14 +909,16 @@ _NIL_WRITTEN: dict[str, tuple[str, ...]] = {
 # is no value: kube-apiserver, which decodes a request into the Go struct and encodes it back,
 # serves the object without them (and its webhooks see it so). Pointers (``replicas``,
 # ``automountServiceAccountToken``) keep their zero values, and fields without ``omitempty`` are
-# always written (``Shape.zeros``). Derived from the ``json`` tags of k8s.io/api's Go types
-# (kubernetes/api master of July 2026, 1.37): every field of a struct whose definition this
-# server serves, inlined structs' fields counted as their holder's, checked against the
-# definition's schema (a string, integer, number or boolean). To regenerate: walk every
-# ``type X struct`` of k8s.io/api's packages and list the fields whose tag has ``omitempty`` and
-# whose Go type is a scalar or a named scalar type (``type PodPhase string``); keep the structs
-# named in ``schema.definitions()``. One line a definition (``io.k8s.api.`` left out), wrapped
-# lines indented.
+# always written (``Shape.zeros``). Derived from the ``json`` tags of the Go types of k8s.io/api,
+# apiextensions-apiserver's and kube-aggregator's served versions and apimachinery's
+# ``metav1.Condition`` (their master of July 2026, 1.37): every field of a struct whose
+# definition this server serves, inlined structs' fields counted as their holder's, checked
+# against the definition's schema (a string, integer, number or boolean). To regenerate: walk
+# every ``type X struct`` of those packages and list the fields whose tag has ``omitempty`` and
+# whose Go type is a scalar or a named scalar type (``type PodPhase string``, ``types.UID``);
+# keep the structs named in ``schema.definitions()``. Not ObjectMeta's (``generateName: ""``,
+# ``namespace: ""`` are kept as sent: this server's own handling of metadata reads them). One
+# line a definition (``io.k8s.api.`` left out of k8s.io/api's names), wrapped lines indented.
 _OMIT_ZERO_TEXT = """
 admissionregistration.v1.ApplyConfiguration: expression
 admissionregistration.v1.JSONPatch: expression
@@ -1133,6 +1135,22 @@ storage.v1.StorageHealthCondition: message
 storage.v1.VolumeError: message
 storagemigration.v1.StorageVersionMigrationStatus: resourceVersion
 storagemigration.v1beta1.StorageVersionMigrationStatus: resourceVersion
+io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition: format description priority
+io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition: reason message
+    observedGeneration
+io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames: singular listKind
+io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec: preserveUnknownFields
+io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus: observedGeneration
+io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion: deprecated
+io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation: description url
+io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps: id $schema description type format title
+    exclusiveMaximum exclusiveMinimum pattern uniqueItems nullable x-kubernetes-embedded-resource
+    x-kubernetes-int-or-string
+io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule: message messageExpression fieldPath
+io.k8s.apimachinery.pkg.apis.meta.v1.Condition: observedGeneration
+io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceCondition: reason message
+io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceSpec: group version insecureSkipTLSVerify
+io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.ServiceReference: namespace name
 """
 
 
@@ -1143,7 +1161,7 @@ def _omit_zero() -> dict[str, frozenset[str]]:
     for entry in _OMIT_ZERO_TEXT.replace("\n    ", " ").split("\n"):
         if entry:
             name, _, fields = entry.partition(": ")
-            out["io.k8s.api." + name] = frozenset(fields.split())
+            out[name if name.startswith("io.k8s.") else "io.k8s.api." + name] = frozenset(fields.split())
     return out
 
 

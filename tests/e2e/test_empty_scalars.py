@@ -221,3 +221,47 @@ async def test_admission_sees_the_decoded_object_and_a_mutations_zeros_are_left_
             assert "hostname" not in p["spec"] and "hostNetwork" not in p["spec"], p["spec"]
             assert "workingDir" not in p["spec"]["containers"][0]
     kubectl(served, "delete", "-f", "-", stdin=ZERO_POLICIES)
+
+
+async def test_a_crds_zero_scalars_are_left_out_and_its_custom_resources_keep_theirs(served: Serve) -> None:
+    """A CRD is a built-in kind (apiextensions' Go types: ``preserveUnknownFields``, a schema's
+    ``nullable`` and ``description``, a column's ``priority`` are ``omitempty``); its custom
+    resources, stored as JSON, keep what they were sent."""
+    schema = {"type": "object", "description": "", "nullable": False, "properties": {
+        "spec": {"type": "object", "properties": {"name": {"type": "string", "nullable": False},
+                                                  "on": {"type": "boolean"}}}}}
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "zeros.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced", "preserveUnknownFields": False,
+                    "names": {"plural": "zeros", "singular": "", "kind": "Zero"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "deprecated": False,
+                                  "schema": {"openAPIV3Schema": schema},
+                                  "additionalPrinterColumns": [{"name": "Name", "type": "string", "priority": 0,
+                                                                "description": "", "jsonPath": ".spec.name"}]}]}}
+    crds = resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        created = await c.create(crds, crd)
+        for got in (created, await c.get(f"{crds}/zeros.example.com")):
+            spec = got["spec"]
+            assert "preserveUnknownFields" not in spec, spec
+            assert spec["names"]["singular"] == "zero"  # none: defaulted, as upstream's SetDefaults does
+            [version] = spec["versions"]
+            assert "deprecated" not in version
+            assert version["schema"]["openAPIV3Schema"] == {"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {"name": {"type": "string"}, "on": {"type": "boolean"}}}}}
+            assert version["additionalPrinterColumns"] == [{"name": "Name", "type": "string",
+                                                            "jsonPath": ".spec.name"}]
+        zeros = resource_path("example.com", "v1", "zeros", "default")
+        deadline = time.monotonic() + 10
+        while True:  # the CRD is served once established
+            missing: ApiError | None = None
+            try:
+                made = await c.create(zeros, {"apiVersion": "example.com/v1", "kind": "Zero", "metadata": {"name": "z"},
+                                              "spec": {"name": "", "on": False}})
+                break
+            except ApiError as e:
+                missing = e
+            assert missing.code == 404 and time.monotonic() < deadline, missing
+            await asyncio.sleep(0.05)
+        assert made["spec"] == {"name": "", "on": False}
+        assert (await c.get(f"{zeros}/z"))["spec"] == {"name": "", "on": False}
