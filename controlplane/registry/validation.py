@@ -1253,7 +1253,9 @@ def same_once_stored(a: Any, b: Any, shape: Shape | None = None) -> bool:
 
     ``shape``: the two parts' type, when the caller knows it: its Quantities are then compared
     by value, as ``Semantic.DeepEqual``'s equality for them (``Cmp``) does, so ``1e9`` (kept in
-    its exponent form) and ``1G`` (what a number written for it becomes) are the same."""
+    its exponent form) and ``1G`` (what a number written for it becomes) are the same, and its
+    ``omitempty`` scalars' zero values are no value (``Shape.omit_zero``: an object stored before
+    they were left out, with ``hostname: ""``, is the same as an update without it)."""
     if a == b:
         return True
     if shape is not None and shape.parse is _quantity and type(a) is str and type(b) is str:
@@ -1264,8 +1266,9 @@ def same_once_stored(a: Any, b: Any, shape: Shape | None = None) -> bool:
     if type(a) is dict and type(b) is dict:
         if shape is None:
             return all(same_once_stored(a.get(k), b.get(k)) for k in a.keys() | b.keys())
-        fields, values = shape.fields, shape.values
+        fields, values, omit = shape.fields, shape.values, shape.omit_zero
         return all(same_once_stored(a.get(k), b.get(k), fields.get(k) if fields is not None else values)
+                   or (k in omit and not a.get(k) and not b.get(k))  # ("" or false, and none: Go's zero)
                    for k in a.keys() | b.keys())
     if type(a) is list and type(b) is list:
         items = shape.items if shape is not None else None

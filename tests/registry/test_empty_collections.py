@@ -9,7 +9,15 @@ import copy
 from typing import Any
 
 from controlplane.registry.schema import definitions, type_of
-from controlplane.registry.validation import _NIL_WRITTEN, _omit_zero, empty_collections, fill_zeros, shape_of
+from controlplane.registry.validation import (
+    _NIL_WRITTEN,
+    _omit_zero,
+    empty_collections,
+    fill_zeros,
+    same_once_stored,
+    shape_at,
+    shape_of,
+)
 
 
 def _decoded(group: str, version: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -143,3 +151,13 @@ def test_every_field_of_the_zero_scalars_table_is_a_scalar_of_its_definition() -
             assert prop is not None, (name, f)
             assert type_of(prop) in ("string", "integer", "number", "boolean"), (name, f)
             assert prop.get("format") not in ("date-time", "byte", "int-or-string"), (name, f)
+
+
+def test_a_zero_omitempty_scalar_and_none_are_the_same_go_value() -> None:
+    spec = shape_at(shape_of("", "v1", "Pod"), "spec")
+    stored = {"containers": [{"name": "c", "image": "x", "workingDir": ""}], "hostname": "", "hostNetwork": False}
+    sent = {"containers": [{"name": "c", "image": "x"}]}
+    assert same_once_stored(sent, stored, spec)
+    assert not same_once_stored({**sent, "hostname": "h"}, stored, spec)
+    # a pointer's zero is a value
+    assert not same_once_stored({**sent, "terminationGracePeriodSeconds": 0}, sent, spec)
