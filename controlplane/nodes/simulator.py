@@ -757,9 +757,12 @@ class NodeSimulator:
         itype = itype or self.catalog[self.config.instance_type]
         zone = f"zone-{chr(ord('a') + index % max(1, self.config.zones))}"
         rack = f"{zone}-rack-{(index // max(1, self.config.zones)) % max(1, self.config.racks_per_zone)}"
+        # a kubelet registers its node with the deprecated beta OS and arch labels beside the GA
+        # ones (upstream's initialNode: kubeletapis.LabelOS, LabelArch), which old node selectors name
         labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone,
                   "topology.kubernetes.io/region": "region-1", "topology.controlplane.io/rack": rack,
-                  "type": "kwok", **itype.labels(), **self.config.extra_labels, **self.selector_labels}
+                  "type": "kwok", "beta.kubernetes.io/arch": itype.arch, "beta.kubernetes.io/os": itype.os,
+                  **itype.labels(), **self.config.extra_labels, **self.selector_labels}
         return {"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "labels": labels,
                              "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0",

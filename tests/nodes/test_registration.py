@@ -81,6 +81,10 @@ async def test_the_node_is_created_with_its_status(client: Client) -> None:
         assert info["kubeletVersion"] == "v1.37.0-controlplane" and info["architecture"] == "amd64"
         assert info["operatingSystem"] == "linux" and len(info["systemUUID"]) == 36
         assert first["spec"]["podCIDR"]
+        # the OS and arch labels a kubelet registers, the deprecated beta ones too (old node selectors)
+        labels = first["metadata"]["labels"]
+        assert labels["kubernetes.io/os"] == labels["beta.kubernetes.io/os"] == "linux"
+        assert labels["kubernetes.io/arch"] == labels["beta.kubernetes.io/arch"] == "amd64"
         # no status written after it (the simulator's node-initialize had nothing to do); the node
         # lifecycle controller takes the admission's not-ready taint off, as the node is Ready
         assert all(later["status"] == status for _, later in seen[name][1:]), seen[name]
