@@ -9,8 +9,8 @@ annotations (critical-pod, sysctls, seccomp without its field), removed volume p
 duplicate host alias IPs and image pull secrets, an empty image pull secret name, an env
 variable hiding an earlier one, duplicate or overlapping container ports, a negative
 termination grace period, a fractional byte quantity (an ephemeral volume's claim's too); and a
-PersistentVolumeClaim's (``claim_warnings``). Not covered: overlapping volume paths,
-projected service account token paths, AppArmor annotations of a template.
+PersistentVolumeClaim's (``claim_warnings``); overlapping item paths of a volume (``volume_path_warnings``);
+a template's AppArmor annotation without its field.
 
     >>> pod_warnings({"nodeSelector": {"beta.kubernetes.io/os": "linux"}}, {}, "spec.template.")
     ['spec.template.spec.nodeSelector[beta.kubernetes.io/os]: deprecated since v1.14; use "kubernetes.io/os" instead']
@@ -25,7 +25,8 @@ from typing import Any
 from ..quantity import QuantityError, canonical_quantity, parse_quantity
 from .podvalidation import dns_label_problems
 
-__all__ = ["claim_spec_warnings", "claim_warnings", "name_warning", "pod_warnings", "template_warnings"]
+__all__ = ["claim_spec_warnings", "claim_warnings", "name_warning", "pod_warnings", "template_warnings",
+           "volume_path_warnings"]
 
 Obj = dict[str, Any]
 
@@ -68,6 +69,14 @@ _VOLUME_PATH = {"storageos": "storageOS"}  # upstream's path names the Go field
 _VOLUME_KEYS = frozenset(plugin for plugin, _ in _VOLUMES)
 
 _NULL_SELECTOR = "a null labelSelector results in matching no pod"
+
+_APPARMOR = "container.apparmor.security.beta.kubernetes.io/"
+_APPARMOR_WORDS = 'deprecated since v1.30; use the "appArmorProfile" field instead'
+
+# a projection's sources
+_PROJECTIONS = ("secret", "configMap", "downwardAPI", "serviceAccountToken", "clusterTrustBundle", "podCertificate")
+_CERTIFICATE_PATHS = (("certificateChainPath", "PodCertificate chain"), ("keyPath", "PodCertificate key"),
+                      ("credentialBundlePath", "PodCertificate credential bundle"))
 
 
 def _dict(v: Any) -> Obj:
@@ -134,6 +143,96 @@ def _some_fractional(resources: Obj) -> bool:
                 if value is not None and _fractional(value) is not None:
                     return True
     return False
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` of a string (``strconv.Quote``), for the printable text a path is."""
+    out = text.replace("\\", "\\\\").replace('"', '\\"')
+    if out.isprintable():
+        return f'"{out}"'
+    return '"' + "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" if ord(ch) > 0x7f else
+                         {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, f"\\x{ord(ch):02x}") for ch in out) + '"'
+
+
+def _path_text(path: str, source: str) -> str:
+    """upstream's ``pathAndSource`` as printed: the quoted path, then its source if any."""
+    return f"{_go_quote(path)} ({source})" if source else _go_quote(path)
+
+
+def _overlaps(paths: list[tuple[str, str]], seen: list[tuple[str, str]]) -> list[str]:
+    """``checkVolumeMappingForOverlap``: each path (trailing slashes cut) against those before
+    it (``seen``, which it joins), equal or one inside the other; an empty path is none."""
+    out = []
+    for path, source in paths:
+        path = path.rstrip("/")
+        if path:
+            below = path + "/"
+            for other, other_source in seen:
+                if other and ((other == path and other_source == source) or (other + "/").startswith(below)
+                              or below.startswith(other + "/")):
+                    out.append(f"{_path_text(path, source)} with {_path_text(other, other_source)}")
+        seen.append((path, source))
+    return out
+
+
+def _items(source: Obj) -> list[str] | None:
+    """The paths of a source's ``items``; None where it has none (its keys are its files)."""
+    items = source.get("items")
+    if items is None:
+        return None
+    return [str(_dict(item).get("path") or "") for item in _list(items)]
+
+
+def _projected_paths(source: Obj) -> list[tuple[str, str]]:
+    """The paths one projected source writes, each with its source's words."""
+    for kind, label, ref in (("configMap", "ConfigMap", "name"), ("secret", "Secret", "name"),
+                             ("downwardAPI", "DownwardAPI", None)):
+        inner = source.get(kind)
+        if isinstance(inner, dict):
+            paths = _items(inner)
+            if paths is not None:
+                words = f"{label} {_go_quote(str(inner.get(ref) or ''))}" if ref else label
+                return [(path, words) for path in paths]
+    token = source.get("serviceAccountToken")
+    if isinstance(token, dict):
+        return [(str(token.get("path") or ""), "ServiceAccountToken")]
+    bundle = source.get("clusterTrustBundle")
+    if isinstance(bundle, dict):
+        name = bundle.get("name") or bundle.get("signerName") or ""
+        return [(str(bundle.get("path") or ""), f"ClusterTrustBundle {_go_quote(str(name))}")]
+    certificate = source.get("podCertificate")
+    if isinstance(certificate, dict):
+        return [(str(certificate[key]), words) for key, words in _CERTIFICATE_PATHS if certificate.get(key)]
+    return []
+
+
+def volume_path_warnings(volume: Obj) -> list[str]:
+    """``warningsForOverlappingVirtualPaths`` for one volume: two of a ConfigMap's, Secret's or
+    downward API volume's items at one path or one inside the other, the same across a
+    projected volume's sources, and a projected source with nothing in it."""
+    name = _go_quote(str(volume.get("name") or ""))
+    out = []
+    for kind, label, ref in (("configMap", "ConfigMap", "name"), ("secret", "Secret", "secretName"),
+                             ("downwardAPI", "DownwardAPI", None)):
+        inner = volume.get(kind)
+        if isinstance(inner, dict):
+            paths = _items(inner)
+            if paths and len(paths) > 1:
+                words = f"{label} {_go_quote(str(inner.get(ref) or ''))}" if ref else label
+                out += [f"volume {name} ({words}): overlapping paths: {overlap}"
+                        for overlap in _overlaps([(path, "") for path in paths], [])]
+    projected = volume.get("projected")
+    if isinstance(projected, dict):
+        sources = _list(projected.get("sources"))
+        seen: list[tuple[str, str]] = []
+        for source in sources:
+            source = _dict(source)
+            if all(source.get(kind) is None for kind in _PROJECTIONS):
+                out.append(f"volume {name} (Projected) has no sources provided")
+                continue
+            out += [f"volume {name} (Projected): overlapping paths: {overlap}"
+                    for overlap in _overlaps(_projected_paths(source), seen)]
+    return out
 
 
 def claim_spec_warnings(spec: Obj, at: str = "spec") -> list[str]:
@@ -211,8 +310,19 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
         for key, words in _DEPRECATED_ANNOTATIONS:
             if key in annotations:
                 out.append(f"{at}metadata.annotations[{key}]: {words}")
+    overlaps = None  # (the volumes whose paths may overlap)
     for i, volume in enumerate(_list(spec.get("volumes"))):
-        if isinstance(volume, dict) and not _VOLUME_KEYS.isdisjoint(volume):
+        if type(volume) is not dict:
+            continue
+        projected = volume.get("projected")
+        if projected is not None:  # (but for the lone token of most pods' kube-api-access)
+            sources = projected.get("sources") if type(projected) is dict else None
+            if not (len(volume) == 2 and type(sources) is list and len(sources) == 1
+                    and type(sources[0]) is dict and sources[0].get("serviceAccountToken")):
+                overlaps = (overlaps or []) + [volume]
+        elif "configMap" in volume or "secret" in volume or "downwardAPI" in volume:
+            overlaps = (overlaps or []) + [volume]
+        if not _VOLUME_KEYS.isdisjoint(volume):
             for plugin, words in _VOLUMES:
                 if plugin == "ephemeral":  # (upstream's order: its claim's between glusterfs and cephfs)
                     claim = _dict(volume.get("ephemeral")).get("volumeClaimTemplate")
@@ -221,6 +331,9 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
                                                    f"{at}spec.volumes[{i}].ephemeral.volumeClaimTemplate.spec")
                 elif volume.get(plugin) is not None:
                     out.append(f"{at}spec.volumes[{i}].{_VOLUME_PATH.get(plugin, plugin)}: {words}")
+    if overlaps:
+        for volume in overlaps:
+            out += volume_path_warnings(volume)
     aliases = spec.get("hostAliases")
     if aliases:
         seen: set[str] = set()
@@ -249,6 +362,10 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
     if annotations and _SECCOMP_POD in annotations and _dict(spec.get("securityContext")).get("seccompProfile") is None:
         out.append(f"{at}metadata.annotations[{_SECCOMP_POD}]: {_SECCOMP_WORDS}")
     container_seccomp = bool(annotations) and any(k.startswith(_SECCOMP_CONTAINER) for k in annotations)
+    # (a pod's own AppArmor annotations are warned of where its fields are set from them)
+    apparmor = bool(at) and bool(annotations) and any(k.startswith(_APPARMOR) for k in annotations)
+    if apparmor and _dict(spec.get("securityContext")).get("appArmorProfile") is not None:
+        apparmor = False
     with_ports, port_count = False, 0
     for field in ("initContainers", "containers", "ephemeralContainers"):
         for ci, c in enumerate(_list(spec.get(field))):
@@ -258,6 +375,10 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
                 key = _SECCOMP_CONTAINER + str(c.get("name") or "")
                 if key in annotations and _dict(c.get("securityContext")).get("seccompProfile") is None:
                     out.append(f"{at}metadata.annotations[{key}]: {_SECCOMP_WORDS}")
+            if apparmor:
+                key = _APPARMOR + str(c.get("name") or "")
+                if key in annotations and _dict(c.get("securityContext")).get("appArmorProfile") is None:
+                    out.append(f"{at}metadata.annotations[{key}]: {_APPARMOR_WORDS}")
             resources = c.get("resources")
             if resources and isinstance(resources, dict) and _some_fractional(resources):
                 for resource in _BYTES:

@@ -152,3 +152,37 @@ spec:
     _, err = _run(served, "apply", "-f", "-", stdin=service)
     assert err.splitlines() == ["Warning: spec.SessionAffinity is ignored for headless services",
                                 'Warning: spec.externalName is ignored when spec.type is not "ExternalName"']
+
+
+def test_overlapping_volume_paths_and_a_templates_apparmor_annotation_are_warned_of(served: Serve) -> None:
+    """Upstream warns (pkg/api/pod/warnings.go) of a volume's items at overlapping paths, of a
+    projected source overlapping the service account token, and of a template's deprecated
+    AppArmor annotation without its field; none came."""
+    deployment = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: overlapping}
+spec:
+  selector: {matchLabels: {app: overlapping}}
+  template:
+    metadata:
+      labels: {app: overlapping}
+      annotations: {container.apparmor.security.beta.kubernetes.io/c: runtime/default}
+    spec:
+      containers: [{name: c, image: nginx}]
+      volumes:
+      - name: conf
+        configMap: {name: conf, items: [{key: a, path: etc}, {key: b, path: etc/b}]}
+      - name: access
+        projected:
+          sources:
+          - serviceAccountToken: {path: token}
+          - secret: {name: extra, items: [{key: t, path: token}]}
+"""
+    _, err = _run(served, "apply", "-f", "-", stdin=deployment)
+    assert err.splitlines() == [
+        'Warning: volume "conf" (ConfigMap "conf"): overlapping paths: "etc/b" with "etc"',
+        'Warning: volume "access" (Projected): overlapping paths: "token" (Secret "extra") with "token" '
+        '(ServiceAccountToken)',
+        'Warning: spec.template.metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]: deprecated '
+        'since v1.30; use the "appArmorProfile" field instead']

@@ -161,3 +161,54 @@ def test_service_warnings() -> None:
     plain = {"metadata": {"name": "s"}, "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.9",
                                                  "clusterIPs": ["10.0.0.9"], "sessionAffinity": "None"}}
     assert warnings("services", plain) == []
+
+
+def test_overlapping_volume_paths_are_warned_of() -> None:
+    """warningsForOverlappingVirtualPaths: items of one volume at one path or one inside the
+    other (a trailing slash cut, "a" and "ab" apart), across a projected volume's sources each
+    with its source's words, and an empty projected source; a lone token path is none."""
+    spec = {"containers": [{"name": "c"}], "volumes": [
+        {"name": "cm", "configMap": {"name": "conf", "items": [
+            {"key": "k1", "path": "path"}, {"key": "k2", "path": "path/path2"}, {"key": "k3", "path": "pathx"},
+            {"key": "k4", "path": "pathx/"}]}},
+        {"name": "s", "secret": {"secretName": "sec", "items": [{"key": "a", "path": "a"}, {"key": "b", "path": "b"}]}},
+        {"name": "d", "downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}},
+                                                {"path": "n", "fieldRef": {"fieldPath": "metadata.uid"}}]}},
+        {"name": "p", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token"}},
+            {"configMap": {"name": "root", "items": [{"key": "ca", "path": "token"}]}},
+            {"configMap": {"name": "all"}},
+            {},
+            {"downwardAPI": {"items": [{"path": "token/ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}},
+        {"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+    ]}
+    expected = [
+        'volume "cm" (ConfigMap "conf"): overlapping paths: "path/path2" with "path"',
+        'volume "cm" (ConfigMap "conf"): overlapping paths: "pathx" with "pathx"',
+        'volume "d" (DownwardAPI): overlapping paths: "n" with "n"',
+        'volume "p" (Projected): overlapping paths: "token" (ConfigMap "root") with "token" (ServiceAccountToken)',
+        'volume "p" (Projected) has no sources provided',
+        'volume "p" (Projected): overlapping paths: "token/ns" (DownwardAPI) with "token" (ServiceAccountToken)',
+        'volume "p" (Projected): overlapping paths: "token/ns" (DownwardAPI) with "token" (ConfigMap "root")',
+    ]
+    assert pod_warnings(spec, {}) == expected
+    template = {"spec": {"template": {"spec": spec}}}  # (no field path: a template's words are the same)
+    assert warnings("deployments", {"metadata": {"name": "d"}, **template}) == expected
+
+
+def test_a_templates_apparmor_annotation_without_its_field() -> None:
+    """A template's deprecated AppArmor annotation of a container without an appArmorProfile
+    (its own or the pod's) is warned of; a pod's is not (its fields are set from it)."""
+    profile = {"appArmorProfile": {"type": "Unconfined"}}
+    spec = {"containers": [{"name": "a"}, {"name": "b", "securityContext": profile}],
+            "initContainers": [{"name": "i"}]}
+    meta = {"annotations": {"container.apparmor.security.beta.kubernetes.io/a": "runtime/default",
+                            "container.apparmor.security.beta.kubernetes.io/b": "runtime/default",
+                            "container.apparmor.security.beta.kubernetes.io/i": "unconfined"}}
+    words = 'deprecated since v1.30; use the "appArmorProfile" field instead'
+    assert pod_warnings(spec, meta, "spec.template.") == [
+        f"spec.template.metadata.annotations[container.apparmor.security.beta.kubernetes.io/i]: {words}",
+        f"spec.template.metadata.annotations[container.apparmor.security.beta.kubernetes.io/a]: {words}"]
+    assert pod_warnings(spec, meta) == []
+    pod_level = {**spec, "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}
+    assert pod_warnings(pod_level, meta, "spec.template.") == []
