@@ -37,7 +37,7 @@ import orjson
 
 from ..quantity import QuantityError, parse_quantity
 from .causes import Causes, cause, duplicate, forbidden, invalid, not_supported, required
-from .ipfields import BAD_IP, legacy_cidr_problems, parsed_ip, strict_ip_problems
+from .ipfields import BAD_IP, legacy_cidr_problems, parsed_ip, sloppy_network, strict_ip_problems
 from .podspec import default_pod_spec
 from .podvalidation import (
     dns_label_problems,
@@ -281,8 +281,9 @@ def endpoints_warnings(endpoints: Obj) -> list[str]:
 def service_warnings(service: Obj) -> list[str]:
     """Upstream's ``GetWarningsForService`` (a Service's create and update, not its status's):
     the deprecated topology hints annotation, cluster, external and load balancer IPs not in
-    standard form, fields a headless or ExternalName Service ignores, and the deprecated
-    ``PreferClose`` traffic distribution. (Its source ranges' CIDR forms are not checked.)"""
+    standard form, external IPs (deprecated), source ranges not in standard form, fields a
+    headless or ExternalName Service ignores, and the deprecated ``PreferClose`` traffic
+    distribution."""
     spec = _dict(service.get("spec"))
     kind, cluster_ip = spec.get("type") or "ClusterIP", spec.get("clusterIP") or ""
     warnings: list[str] = []
@@ -305,10 +306,16 @@ def service_warnings(service: Obj) -> list[str]:
         warning = ip_warning(str(ip))
         if warning is not None:
             warnings.append(f"spec.externalIPs[{i}]: {warning}")
+    if _list(spec.get("externalIPs")) and not (kind == "ClusterIP" and cluster_ip == "None") and kind != "ExternalName":
+        warnings.append("spec.externalIPs is deprecated and may no longer be implemented in some clusters")
     if spec.get("loadBalancerIP"):
         warning = ip_warning(str(spec["loadBalancerIP"]))
         if warning is not None:
             warnings.append(f"spec.loadBalancerIP: {warning}")
+    ranges = spec.get("loadBalancerSourceRanges")
+    if ranges and isinstance(ranges, list):
+        for i, cidr in enumerate(ranges):
+            warnings += [f"spec.loadBalancerSourceRanges[{i}]: {w}" for w in cidr_warnings(str(cidr))]
     if kind == "ExternalName" and _list(spec.get("externalIPs")):
         warnings.append('spec.externalIPs is ignored when spec.type is "ExternalName"')
     if kind != "ExternalName" and spec.get("externalName"):
@@ -336,6 +343,39 @@ def ip_warning(text: str) -> str | None:
     if strict.version == 6 and str(strict) != text:
         return f'IPv6 address "{text}" should be in RFC 5952 canonical format ("{strict}")'
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def cidr_warnings(text: str) -> tuple[str, ...]:
+    """``GetWarningsForCIDR``'s words (after the field's path) for a CIDR a legacy field takes:
+    bits set beyond the prefix, a form ``netip.ParsePrefix`` refuses (leading zeros) or an
+    IPv4-mapped one, else an IPv6 one not in RFC 5952 form; none for text that is no CIDR
+    (validation's to refuse: upstream's value there is untrimmed)."""
+    parsed = sloppy_network(text)
+    if parsed is None:
+        return ()
+    ip, length = parsed
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    network = ipaddress.ip_network(f"{ip}/{length}", strict=False)
+    net_address = network.network_address
+    net_mapped = net_address.ipv4_mapped if isinstance(net_address, ipaddress.IPv6Address) else None
+    # (net.IPNet's String: a mapped network as the IPv4 one, its length less 96)
+    net_text = f"{net_mapped}/{max(length - 96, 0)}" if net_mapped is not None else str(network)
+    out = []
+    if net_address != ip:
+        out.append(f'CIDR value "{text}" is ambiguous in this context (should be "{net_text}" or '
+                   f'"{mapped or ip}/{ip.max_prefixlen}"?)')
+    address, _, bits = text.partition("/")
+    try:  # netip.ParsePrefix: no leading zeros, in the address or the length
+        strict = ipaddress.ip_address(address) if bits == str(length) else None
+    except ValueError:
+        strict = None
+    if strict is None or mapped is not None:
+        out.append(f'non-standard CIDR value "{text}" will be considered invalid in a future Kubernetes release: '
+                   f'use "{net_text}"')
+    elif not out and strict.version == 6 and f"{strict}/{length}" != text:
+        out.append(f'IPv6 CIDR value "{text}" should be in RFC 5952 canonical format ("{strict}/{length}")')
+    return tuple(out)
 
 
 # An Endpoints or EndpointSlice write names every address of the Service again (a controller

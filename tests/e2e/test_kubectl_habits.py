@@ -186,3 +186,23 @@ spec:
         '(ServiceAccountToken)',
         'Warning: spec.template.metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]: deprecated '
         'since v1.30; use the "appArmorProfile" field instead']
+
+
+def test_a_services_source_ranges_and_external_ips_are_warned_of(served: Serve) -> None:
+    """Upstream's GetWarningsForService warns of a load balancer source range not in standard
+    form (here an IPv6 one not in RFC 5952 form) and of external IPs (deprecated); none came."""
+    service = """
+apiVersion: v1
+kind: Service
+metadata: {name: ranged}
+spec:
+  type: LoadBalancer
+  externalIPs: [192.0.2.10]
+  loadBalancerSourceRanges: [10.0.0.0/8, "2001:DB8::/32"]
+  ports: [{port: 80}]
+"""
+    _, err = _run(served, "apply", "-f", "-", stdin=service)
+    assert err.splitlines() == [
+        "Warning: spec.externalIPs is deprecated and may no longer be implemented in some clusters",
+        'Warning: spec.loadBalancerSourceRanges[1]: IPv6 CIDR value "2001:DB8::/32" should be in RFC 5952 '
+        'canonical format ("2001:db8::/32")']

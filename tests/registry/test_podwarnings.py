@@ -163,6 +163,30 @@ def test_service_warnings() -> None:
     assert warnings("services", plain) == []
 
 
+def test_service_source_ranges_and_external_ips_warnings() -> None:
+    """GetWarningsForService: each load balancer source range not in standard form
+    (GetWarningsForCIDR: host bits, leading zeros, IPv6 not in RFC 5952 form), and external IPs
+    (deprecated) of a Service neither headless nor ExternalName."""
+    service = {"metadata": {"name": "s"}, "spec": {
+        "type": "LoadBalancer", "clusterIP": "10.0.0.9", "clusterIPs": ["10.0.0.9"], "externalIPs": ["192.0.2.1"],
+        "loadBalancerSourceRanges": ["10.0.0.0/8", "10.1.2.3/16", "010.0.0.0/8", "2001:DB8::/32", "2001:db8::1/32",
+                                     " 10.0.0.0/8"]}}
+    assert warnings("services", service) == [
+        "spec.externalIPs is deprecated and may no longer be implemented in some clusters",
+        'spec.loadBalancerSourceRanges[1]: CIDR value "10.1.2.3/16" is ambiguous in this context (should be '
+        '"10.1.0.0/16" or "10.1.2.3/32"?)',
+        'spec.loadBalancerSourceRanges[2]: non-standard CIDR value "010.0.0.0/8" will be considered invalid in a '
+        'future Kubernetes release: use "10.0.0.0/8"',
+        'spec.loadBalancerSourceRanges[3]: IPv6 CIDR value "2001:DB8::/32" should be in RFC 5952 canonical format '
+        '("2001:db8::/32")',
+        'spec.loadBalancerSourceRanges[4]: CIDR value "2001:db8::1/32" is ambiguous in this context (should be '
+        '"2001:db8::/32" or "2001:db8::1/128"?)',
+    ]
+    external_name = {"metadata": {"name": "s"}, "spec": {"type": "ExternalName", "externalName": "x.example.com",
+                                                         "externalIPs": ["192.0.2.1"]}}
+    assert warnings("services", external_name) == ['spec.externalIPs is ignored when spec.type is "ExternalName"']
+
+
 def test_overlapping_volume_paths_are_warned_of() -> None:
     """warningsForOverlappingVirtualPaths: items of one volume at one path or one inside the
     other (a trailing slash cut, "a" and "ab" apart), across a projected volume's sources each
