@@ -791,7 +791,31 @@ def warnings(plural: str, obj: dict[str, Any], old: dict[str, Any] | None = None
         return out + pod_warnings(obj.get("spec") or {}, meta) if old is None else []
     if old is not None and meta.get("generation") == (old.get("metadata") or {}).get("generation"):
         return out
+    if plural in _JOB_SPECS:
+        out = out + _job_spec_warnings(obj, plural)
     return out + template_warnings(plural, obj)
+
+
+_JOB_SPECS = {"jobs": "spec", "cronjobs": "spec.jobTemplate.spec"}
+
+
+def _job_spec_warnings(obj: dict[str, Any], plural: str) -> list[str]:
+    """``WarningsForJobSpec`` (pkg/api/job) but its template's: an Indexed Job of more than
+    10^5 completions and a parallelism above 10^4 (which validation takes without
+    ``backoffLimitPerIndex``)."""
+    spec: Any = obj.get("spec")
+    if plural == "cronjobs" and isinstance(spec, dict):
+        template = spec.get("jobTemplate")
+        spec = template.get("spec") if isinstance(template, dict) else None
+    if not isinstance(spec, dict) or spec.get("completionMode") != "Indexed":
+        return []
+    completions, parallelism = spec.get("completions"), spec.get("parallelism")
+    if (isinstance(completions, int) and completions > 100_000 and isinstance(parallelism, int)
+            and parallelism > 10_000):
+        return [f"{_JOB_SPECS[plural]}: In Indexed Jobs with a number of completions higher than 10^5 and a "
+                "parallelism higher than 10^4, Kubernetes might not be able to track completedIndexes when a big "
+                "number of indexes fail"]
+    return []
 
 
 # -- labels and annotations (every object) ------------------------------------------

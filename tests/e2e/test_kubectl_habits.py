@@ -206,3 +206,27 @@ spec:
         "Warning: spec.externalIPs is deprecated and may no longer be implemented in some clusters",
         'Warning: spec.loadBalancerSourceRanges[1]: IPv6 CIDR value "2001:DB8::/32" should be in RFC 5952 '
         'canonical format ("2001:db8::/32")']
+
+
+def test_an_indexed_jobs_many_completions_are_warned_of(served: Serve) -> None:
+    """Upstream's Job strategy (WarningsForJobSpec) warns of an Indexed Job of more than 10^5
+    completions and a parallelism above 10^4; none came. (Suspended: no pods are made.)"""
+    job = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: many-indexes}
+spec:
+  suspend: true
+  completionMode: Indexed
+  completions: 100001
+  parallelism: 10001
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox}]
+"""
+    _, err = _run(served, "apply", "-f", "-", stdin=job)
+    assert err.splitlines() == [
+        "Warning: spec: In Indexed Jobs with a number of completions higher than 10^5 and a parallelism higher than "
+        "10^4, Kubernetes might not be able to track completedIndexes when a big number of indexes fail"]
+    _run(served, "delete", "job", "many-indexes", "--wait=false")

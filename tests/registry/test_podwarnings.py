@@ -236,3 +236,23 @@ def test_a_templates_apparmor_annotation_without_its_field() -> None:
     assert pod_warnings(spec, meta) == []
     pod_level = {**spec, "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}
     assert pod_warnings(pod_level, meta, "spec.template.") == []
+
+
+def test_an_indexed_jobs_many_completions_and_high_parallelism() -> None:
+    """WarningsForJobSpec: an Indexed Job (a CronJob's too) of more than 10^5 completions and a
+    parallelism above 10^4, before its template's warnings; an update only when the
+    generation moves; not at the limits, nor for a NonIndexed Job."""
+    words = ("In Indexed Jobs with a number of completions higher than 10^5 and a parallelism higher than 10^4, "
+             "Kubernetes might not be able to track completedIndexes when a big number of indexes fail")
+    template = {"spec": {"containers": [{"name": "c"}], "terminationGracePeriodSeconds": -1}}
+    spec = {"completionMode": "Indexed", "completions": 100_001, "parallelism": 10_001, "template": template}
+    job = {"metadata": {"name": "j", "generation": 1}, "spec": spec}
+    grace = "spec.template.spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and will be " \
+            "treated as 1"
+    assert warnings("jobs", job) == [f"spec: {words}", grace]
+    assert warnings("jobs", job, job) == []
+    assert warnings("jobs", job, {"metadata": {"generation": 0}}) == [f"spec: {words}", grace]
+    cron = {"metadata": {"name": "cj"}, "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": spec}}}
+    assert warnings("cronjobs", cron)[0] == f"spec.jobTemplate.spec: {words}"
+    for changed in ({"completions": 100_000}, {"parallelism": 10_000}, {"completionMode": "NonIndexed"}):
+        assert warnings("jobs", {"metadata": {"name": "j"}, "spec": {**spec, **changed}}) == [grace]
