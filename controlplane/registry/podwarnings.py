@@ -206,6 +206,49 @@ def _projected_paths(source: Obj) -> list[tuple[str, str]]:
     return []
 
 
+# the sources of the volume ServiceAccount admission gives a pod (api/serviceaccount.py's
+# token_volume), on most pods: known to overlap nothing by one comparison
+_ADMITTED_SOURCES = [
+    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+    {"downwardAPI": {"items": [{"path": "namespace",
+                                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+]
+
+
+def _distinct_names(sources: Any) -> bool:
+    """Whether the paths of these projected sources (or of a volume with items) are known to
+    overlap nothing, and none is empty: each a name with no slash, none twice. The common
+    volumes (a ServiceAccount admission's token, CA and namespace; a ConfigMap's few keys) are
+    told so without the messages' work."""
+    if type(sources) is not list:
+        return False
+    names: set[str] = set()
+    count = 0
+    for source in sources:
+        if type(source) is not dict:
+            return False
+        token = source.get("serviceAccountToken")
+        if token is not None:
+            paths = [token.get("path") if type(token) is dict else None]
+        else:
+            inner = source.get("configMap") or source.get("downwardAPI") or source.get("secret")
+            if type(inner) is not dict:
+                return False  # (an empty source, or one whose paths are the full check's)
+            items = inner.get("items")
+            if items is None:
+                continue  # (its keys are its files: no paths to compare)
+            if type(items) is not list:
+                return False
+            paths = [item.get("path") if type(item) is dict else None for item in items]
+        for path in paths:
+            if type(path) is not str or not path or "/" in path:
+                return False
+            names.add(path)
+        count += len(paths)
+    return len(names) == count
+
+
 def volume_path_warnings(volume: Obj) -> list[str]:
     """``warningsForOverlappingVirtualPaths`` for one volume: two of a ConfigMap's, Secret's or
     downward API volume's items at one path or one inside the other, the same across a
@@ -315,12 +358,14 @@ def pod_warnings(spec: Obj, meta: Obj, at: str = "") -> list[str]:
         if type(volume) is not dict:
             continue
         projected = volume.get("projected")
-        if projected is not None:  # (but for the lone token of most pods' kube-api-access)
+        if projected is not None:  # (but for the lone token of a bare kube-api-access)
             sources = projected.get("sources") if type(projected) is dict else None
             if not (len(volume) == 2 and type(sources) is list and len(sources) == 1
-                    and type(sources[0]) is dict and sources[0].get("serviceAccountToken")):
+                    and type(sources[0]) is dict and sources[0].get("serviceAccountToken")) \
+                    and sources != _ADMITTED_SOURCES and not _distinct_names(sources):
                 overlaps = (overlaps or []) + [volume]
-        elif "configMap" in volume or "secret" in volume or "downwardAPI" in volume:
+        elif ("configMap" in volume or "secret" in volume or "downwardAPI" in volume) \
+                and not _distinct_names([volume]):
             overlaps = (overlaps or []) + [volume]
         if not _VOLUME_KEYS.isdisjoint(volume):
             for plugin, words in _VOLUMES:

@@ -256,3 +256,21 @@ def test_an_indexed_jobs_many_completions_and_high_parallelism() -> None:
     assert warnings("cronjobs", cron)[0] == f"spec.jobTemplate.spec: {words}"
     for changed in ({"completions": 100_000}, {"parallelism": 10_000}, {"completionMode": "NonIndexed"}):
         assert warnings("jobs", {"metadata": {"name": "j"}, "spec": {**spec, **changed}}) == [grace]
+
+
+def test_the_common_volumes_take_the_short_way() -> None:
+    """The admitted kube-api-access volume's sources are the ones podwarnings knows to overlap
+    nothing, and the short checks agree with the full one."""
+    from controlplane.api.serviceaccount import token_volume
+    from controlplane.registry import podwarnings
+
+    admitted = token_volume("kube-api-access-x")
+    assert admitted["projected"]["sources"] == podwarnings._ADMITTED_SOURCES
+    assert podwarnings.volume_path_warnings(admitted) == []
+    plain = {"name": "c", "configMap": {"name": "c", "items": [{"key": "a", "path": "a"}, {"key": "b", "path": "b"}]}}
+    assert podwarnings._distinct_names([plain]) and podwarnings.volume_path_warnings(plain) == []
+    for sources in ([{}], [{"configMap": {"name": "c", "items": [{"key": "a", "path": "a/b"}]}}],
+                    [{"serviceAccountToken": {"path": "t"}},
+                     {"secret": {"name": "s", "items": [{"key": "k", "path": "t"}]}}]):
+        assert not podwarnings._distinct_names(sources)
+    assert podwarnings._distinct_names([{"configMap": {"name": "all"}}, {"serviceAccountToken": {"path": "t"}}])
