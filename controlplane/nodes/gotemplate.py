@@ -313,15 +313,27 @@ Funcs = dict[str, Callable[..., Any]]
 
 
 def _index(v: Any, *keys: Any) -> Any:
+    """Go's ``index``: a missing map key gives nothing, but indexing nothing, a list (or a
+    string: its byte) out of range or with a non-integer, or a map with a non-string key
+    fails the template, as in Go (and so the stage: ``Next.render_status``)."""
     for k in keys:
         if v is None:
-            return None
-        if isinstance(v, list):
-            v = v[int(k)] if 0 <= int(k) < len(v) else None
-        elif isinstance(v, dict):
+            raise ValueError("index of untyped nil")
+        if isinstance(v, dict):
+            if not isinstance(k, str):
+                raise ValueError("value is nil; should be of type string" if k is None
+                                 else f"value has type {_go_type(k)}; should be string")
             v = v.get(k)
+        elif isinstance(v, list | str):
+            if type(k) is not int:
+                raise ValueError("cannot index slice/array with nil" if k is None
+                                 else f"cannot index slice/array with type {_go_type(k)}")
+            items = v if isinstance(v, list) else v.encode()  # a string's bytes
+            if not 0 <= k < len(items):
+                raise ValueError(f"index out of range: {k}")
+            v = items[k]
         else:
-            raise TemplateError(f"can't index {type(v).__name__}")
+            raise ValueError(f"can't index item of type {_go_type(v)}")
     return v
 
 
@@ -741,6 +753,8 @@ class _Exec:
 
     def command(self, cmd: Any, dot: Any, piped: Any) -> Any:
         if isinstance(cmd, _Call):
+            if cmd.name in _SHORT_CIRCUIT and self.funcs.get(cmd.name) is BUILTINS[cmd.name]:
+                return self.short_circuit(cmd, dot, piped)
             fn = self.funcs.get(cmd.name)
             if fn is None:
                 raise TemplateError(f'function "{cmd.name}" not defined')
@@ -757,6 +771,20 @@ class _Exec:
             raise TemplateError("can't pipe into a non-function")
         return self.operand(cmd, dot)
 
+    def short_circuit(self, cmd: _Call, dot: Any, piped: Any) -> Any:
+        """Go's ``and`` and ``or`` (since Go 1.18): the arguments evaluated in turn, up to the
+        first that decides (``or``: the first true one; ``and``: the first false one), so that
+        ``or .a (index .b 0)`` does not fail when ``.a`` is set; else the last."""
+        if not cmd.args and piped is _MISSING:
+            raise TemplateError(f"wrong number of args for {cmd.name}: want at least 1 got 0")
+        decides = cmd.name == "or"
+        value: Any = None
+        for a in cmd.args:
+            value = self.operand(a, dot)
+            if truthy(value) is decides:
+                return value
+        return piped if piped is not _MISSING else value
+
     def operand(self, op: Any, dot: Any) -> Any:
         if isinstance(op, _Lit):
             return op.value
@@ -771,6 +799,7 @@ class _Exec:
 
 
 _MISSING = object()
+_SHORT_CIRCUIT = frozenset({"and", "or"})
 
 
 def _walk(v: Any, path: tuple[str, ...]) -> Any:

@@ -22,9 +22,9 @@ Funcs = dict[str, Callable[..., Any]]
 
 
 def _s(v: Any) -> str:
-    """What ``{{ v | Quote }}`` reads back as: the text of ``v`` ("" for nothing)."""
+    """What ``{{ v | Quote }}`` reads back as: the text of ``v`` (KWOK's ``"null"`` for nothing)."""
     if v is None:
-        return ""
+        return "null"
     if isinstance(v, bool):
         return "true" if v else "false"
     return v if isinstance(v, str) else str(v)

@@ -235,14 +235,26 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def now_rfc3339_nano() -> str:
+    """KWOK's ``Now`` (and ``StartTime``): Go's ``time.Now().Format(time.RFC3339Nano)``, to the
+    nanosecond, the fraction's trailing zeros dropped (none when it is whole). A metav1.Time
+    field given it keeps the second (``registry.validation``), as kube-apiserver's does."""
+    ns = time.time_ns()
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    return f"{text}.{fraction:09d}".rstrip("0") + "Z" if fraction else text + "Z"
+
+
 def _micro_time() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _quote(v: Any) -> str:
+    """KWOK's ``Quote``: a string as JSON quotes it; anything else as JSON writes it, quoted
+    again (``1`` is ``"1"``; nothing, a missing field, is ``null``: ``"null"``)."""
     if v is None:
-        v = ""
-    if not isinstance(v, str):
+        v = "null"
+    elif not isinstance(v, str):
         v = orjson.dumps(v).decode() if isinstance(v, dict | list) else str(v).lower() if isinstance(v, bool) \
             else str(v)
     return orjson.dumps(v).decode()
@@ -432,7 +444,7 @@ class NodeSimulator:
         self.pods: dict[str, _Pod] = {}  # "ns/name" -> state
         self.pods_by_node: dict[str, set[str]] = {}
         self.started = time.monotonic()
-        self.start_time = now_rfc3339()  # KWOK's ``StartTime`` in status templates
+        self.start_time = now_rfc3339_nano()  # KWOK's ``StartTime`` in status templates
         self.wheel: TimingWheel[tuple[Any, ...]] = TimingWheel(config.tick, max(64, int(config.renew_interval /
                                                                                       config.tick) + 1),
                                                                time.monotonic())
@@ -1273,7 +1285,7 @@ class NodeSimulator:
                                      meta.get("name"), meta.get("namespace"))
 
         return {
-            "Now": now_rfc3339,
+            "Now": now_rfc3339_nano,
             "Quote": _quote,
             "YAML": _yaml,
             "Version": _version,

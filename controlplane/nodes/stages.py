@@ -192,7 +192,10 @@ class Next:
             return None
         if self.native is not None:
             return self.native(obj, funcs)
-        text = self.status_template.render(obj, funcs)
+        try:
+            text = self.status_template.render(obj, funcs)
+        except TemplateError as e:  # KWOK logs the stage's failure and leaves the object as it is
+            raise StageError(f"the status template failed: {e}") from e
         try:
             status = yaml.load(text, Loader=_Loader)
         except yaml.YAMLError as e:

@@ -507,6 +507,9 @@ _RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(
 _IN_RANGE = (r"\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
              r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d")
 _CANONICAL_TIME = re.compile(_IN_RANGE + r"Z\Z", re.ASCII)
+# a Time in UTC with a fraction of a second (KWOK's ``Now``, RFC3339Nano), in range: the
+# fraction dropped without a parse (Go truncates it, never rounds)
+_FRACTION_TIME = re.compile(_IN_RANGE + r"\.\d+Z\Z", re.ASCII)
 _CANONICAL_MICRO_TIME = re.compile(_IN_RANGE + r"\.\d{6}Z\Z", re.ASCII)
 _TIME_LAYOUT = "2006-01-02T15:04:05Z07:00"
 _MICRO_TIME_LAYOUT = "2006-01-02T15:04:05.000000Z07:00"
@@ -547,8 +550,11 @@ class Rewrite(str):
 
 
 def _time(value: Any) -> str | None:
-    if type(value) is str and _CANONICAL_TIME.match(value):
-        return None
+    if type(value) is str:
+        if _CANONICAL_TIME.match(value):
+            return None
+        if _FRACTION_TIME.match(value):
+            return Rewrite(value[:19] + "Z")
     moment, why = _parse_time(value, False)
     return why if moment is None else Rewrite(moment.strftime("%Y-%m-%dT%H:%M:%SZ"))
 

@@ -84,3 +84,33 @@ def test_trim_markers_and_comments() -> None:
 def test_unsupported_or_broken_templates_are_errors(text: str) -> None:
     with pytest.raises(TemplateError):
         Template(text).render({"a": {}}, FUNCS)
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("{{ index .l 2 }}", "error calling index: index out of range: 2"),
+    ("{{ index .l -1 }}", "error calling index: index out of range: -1"),
+    ("{{ index .missing 0 }}", "error calling index: index of untyped nil"),
+    ('{{ index .m "a" "b" }}', "error calling index: index of untyped nil"),  # the missing key's nothing
+    ('{{ index .l "0" }}', "error calling index: cannot index slice/array with type string"),
+    ("{{ index .m 0 }}", "error calling index: value has type int; should be string"),
+    ("{{ index .l 0 0 }}", "error calling index: can't index item of type int"),
+])
+def test_index_fails_the_template_as_gos_does(text: str, error: str) -> None:
+    """Go's ``index`` fails the template for nothing, a list out of range or a key of the wrong
+    type; only a missing map key gives nothing (``<no value>``)."""
+    data = {"l": [1, 2], "m": {"k": "v"}}
+    with pytest.raises(TemplateError) as e:
+        render(text, data)
+    assert str(e.value) == error
+    assert render('{{ index .m "nope" }}|{{ index .l 1 }}|{{ index "ab" 1 }}', data) == "<no value>|2|98"
+
+
+def test_and_and_or_stop_at_the_argument_that_decides() -> None:
+    """Go 1.18's ``and``/``or`` evaluate their arguments in turn: one after the deciding one is
+    never evaluated, so an ``index`` that would fail there does not fail the template."""
+    data = {"a": "set", "l": []}
+    assert render("{{ or .a (index .l 0) }}", data) == "set"
+    assert render("{{ and .missing (index .l 0) }}", data) == "<no value>"
+    assert render('{{ .missing | or "" }}|{{ "x" | and 1 }}|{{ or 0 "" }}', data) == "<no value>|x|"
+    with pytest.raises(TemplateError, match="index out of range"):
+        render("{{ or .missing (index .l 0) }}", data)

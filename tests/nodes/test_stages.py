@@ -16,7 +16,7 @@ import yaml
 
 from controlplane.client import ApiError, Client
 from controlplane.nodes.allocated import pod_allocation
-from controlplane.nodes.simulator import _quote, _yaml
+from controlplane.nodes.simulator import _quote, _yaml, now_rfc3339_nano
 from controlplane.nodes.stages import (
     StageError,
     StageSet,
@@ -824,3 +824,31 @@ def test_kwok_v08_steps_read_as_next() -> None:
     both["spec"]["next"] = {"delete": True}
     with pytest.raises(StageError, match="both next and steps"):
         load_stages(yaml.safe_dump(both))
+
+
+def test_kwoks_now_quote_and_a_failing_template_as_kwok_has_them() -> None:
+    """KWOK's ``Now`` and ``StartTime`` are RFC3339Nano (``time.RFC3339Nano``: the fraction's
+    trailing zeros dropped); its ``Quote`` writes nothing (a missing field) as JSON's ``null``,
+    quoted; a template that fails (Go's ``index`` out of range) fails the stage (KWOK logs
+    it and leaves the object as it is, the stage not retried)."""
+    import re
+
+    now = now_rfc3339_nano()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,8}[1-9])?Z", now), now
+    assert [_quote(v) for v in (None, "a", 1, True, {"k": 1})] == ['"null"', '"a"', '"1"', '"true"', '"{\\"k\\":1}"']
+    stage = load_stages("""
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: s}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  next:
+    statusTemplate: |
+      reason: {{ .status.reason | Quote }}
+      podIP: {{ index .status.podIPs 0 }}
+""")[0]
+    funcs = _funcs()
+    with pytest.raises(StageError, match="the status template failed: error calling index: index out of range: 0"):
+        stage.next.render_status({"status": {"podIPs": []}}, funcs)
+    assert stage.next.render_status({"status": {"podIPs": ["10.0.0.1"]}}, funcs) == \
+        {"reason": "null", "podIP": "10.0.0.1"}
