@@ -42,11 +42,60 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BUILTINS", "Template", "TemplateError", "go_format", "truthy"]
+__all__ = ["BUILTINS", "GoNumber", "Template", "TemplateError", "go_format", "plain", "truthy"]
 
 
 class TemplateError(ValueError):
     pass
+
+
+class GoNumber(str):
+    """A number of the object rendered, as KWOK's templates hold it: ``json.Number`` (KWOK
+    encodes the object and decodes it with ``UseNumber``), a string type holding the number's
+    JSON text. So it prints as that text (``1.0`` as ``1``), is true even when ``0``, compares
+    as a string with strings and other ``json.Number``s (``eq .a .b`` of 1 and 1.0 is false)
+    and fails against a number (``eq .spec.replicas 3``: incompatible types), and ``printf
+    "%d"`` does not take it (``%!d(json.Number=1)``). Made when a field is read (``_walk``,
+    ``index``, ``range``), so the object itself is never converted."""
+
+    __slots__ = ()
+
+
+def _json_float(f: float) -> str:
+    """Go's encoding/json text of a float64: the shortest digits, in ``%f`` form from 1e-6 up to
+    1e21 and ``%e`` outside (``1e-7``, ``1e+21``); a whole number without a fraction (``1``)."""
+    text = repr(f)
+    if "e" in text or "E" in text:
+        if f != 0 and (abs(f) < 1e-6 or abs(f) >= 1e21):
+            mantissa, _, exp = text.partition("e")
+            sign, digits = (exp[0], exp[1:]) if exp[0] in "+-" else ("+", exp)
+            return f"{mantissa.removesuffix('.0')}e{sign}{digits.lstrip('0') or '0'}"
+        from decimal import Decimal
+
+        text = format(Decimal(text), "f")
+    return text.removesuffix(".0")
+
+
+def _number(v: Any) -> Any:
+    """``v`` as KWOK's template reads it out of the object: a number as a ``GoNumber``."""
+    t = type(v)
+    if t is int:
+        return GoNumber(v)
+    if t is float:
+        return GoNumber(_json_float(v))
+    return v
+
+
+def plain(v: Any) -> Any:
+    """``v`` with its ``GoNumber``s numbers again (as ``json.Marshal`` writes a ``json.Number``):
+    for the functions that write JSON or YAML (``toJson``, ``YAML``)."""
+    if isinstance(v, GoNumber):
+        return json.loads(v)
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [plain(x) for x in v]
+    return v
 
 
 _ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
@@ -323,7 +372,7 @@ def _index(v: Any, *keys: Any) -> Any:
             if not isinstance(k, str):
                 raise ValueError("value is nil; should be of type string" if k is None
                                  else f"value has type {_go_type(k)}; should be string")
-            v = v.get(k)
+            v = _number(v.get(k))
         elif isinstance(v, list | str):
             if type(k) is not int:
                 raise ValueError("cannot index slice/array with nil" if k is None
@@ -331,14 +380,17 @@ def _index(v: Any, *keys: Any) -> Any:
             items = v if isinstance(v, list) else v.encode()  # a string's bytes
             if not 0 <= k < len(items):
                 raise ValueError(f"index out of range: {k}")
-            v = items[k]
+            v = items[k]  # (a string's byte a Go uint8: a number, not json.Number)
+            if isinstance(items, list):
+                v = _number(v)
         else:
             raise ValueError(f"can't index item of type {_go_type(v)}")
     return v
 
 
 _VERB = re.compile(r"%([-+# 0]*)(\d+|\*)?(?:\.(\d*|\*))?(.)", re.S)
-_GO_TYPES: tuple[tuple[type, str], ...] = ((bool, "bool"), (int, "int"), (float, "float64"), (str, "string"),
+_GO_TYPES: tuple[tuple[type, str], ...] = ((bool, "bool"), (int, "int"), (float, "float64"),
+                                           (GoNumber, "json.Number"), (str, "string"),
                                            (dict, "map[string]interface {}"), (list, "[]interface {}"))
 
 
@@ -489,8 +541,46 @@ def _dict(*pairs: Any) -> dict[str, Any]:
     return {go_format(k): v for k, v in zip(pairs[::2], pairs[1::2], strict=True)}
 
 
+def _kind(v: Any) -> str:
+    """Go's ``basicKind`` as text/template's comparisons see it (a ``GoNumber`` is a string)."""
+    t = type(v)
+    if t is bool:
+        return "bool"
+    if t is int:
+        return "int"
+    if t is float:
+        return "float"
+    if isinstance(v, str):
+        return "string"
+    return "nil" if v is None else "other"
+
+
 def _eq(a: Any, *bs: Any) -> bool:
-    return any(a == b for b in bs)
+    """Go's ``eq``: true if ``a`` equals any of ``bs``; values of different basic kinds (a
+    string and a number, an int and a float, a ``json.Number`` and a number) are an error
+    unless one is nothing."""
+    if not bs:
+        raise ValueError("missing argument for comparison")
+    ka = _kind(a)
+    for b in bs:
+        kb = _kind(b)
+        if ka != kb:
+            if a is not None and b is not None:
+                raise ValueError("incompatible types for comparison")
+        elif a == b:
+            return True
+    return False
+
+
+def _ordered(a: Any, b: Any) -> tuple[Any, Any]:
+    """Go's ``lt``/``le``/``gt``/``ge`` take two values of one basic kind (strings compared
+    byte by byte: ``json.Number`` ``10`` is less than ``9``)."""
+    ka, kb = _kind(a), _kind(b)
+    if ka in ("nil", "other", "bool") or kb in ("nil", "other", "bool"):
+        raise ValueError("invalid type for comparison")
+    if ka != kb:
+        raise ValueError("incompatible types for comparison")
+    return a, b
 
 
 # --- Sprig (KWOK renders with ``sprig.TxtFuncMap()``): the common ones, with Sprig's semantics
@@ -550,7 +640,7 @@ def _b64dec(s: Any) -> str:
 
 
 def _to_json(v: Any) -> str:
-    return json.dumps(v, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return json.dumps(plain(v), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
 def _uuidv4() -> str:
@@ -620,11 +710,11 @@ BUILTINS: Funcs = {
     "or": lambda *a: next((x for x in a if truthy(x)), a[-1]),
     "not": lambda a: not truthy(a),
     "eq": _eq,
-    "ne": lambda a, b: a != b,
-    "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b,
+    "ne": lambda a, b: not _eq(a, b),
+    "lt": lambda a, b: _ordered(a, b)[0] < b,
+    "le": lambda a, b: _ordered(a, b)[0] <= b,
+    "gt": lambda a, b: _ordered(a, b)[0] > b,
+    "ge": lambda a, b: _ordered(a, b)[0] >= b,
     "len": lambda a: len(a),
     "index": _index,
     "print": lambda *a: "".join(go_format(x) for x in a),
@@ -723,9 +813,9 @@ class _Exec:
         pipe = b.pipe
         value = self.pipe(_Pipe(pipe.commands), dot)
         if isinstance(value, dict):
-            items: list[tuple[Any, Any]] = [(k, value[k]) for k in sorted(value)]
+            items: list[tuple[Any, Any]] = [(k, _number(value[k])) for k in sorted(value)]
         elif isinstance(value, list | tuple):
-            items = list(enumerate(value))
+            items = [(i, _number(v)) for i, v in enumerate(value)]
         elif isinstance(value, int) and not isinstance(value, bool):
             items = [(i, i) for i in range(value)]
         elif value is None:
@@ -810,4 +900,5 @@ def _walk(v: Any, path: tuple[str, ...]) -> Any:
             return None
         else:
             raise TemplateError(f"can't evaluate field {key} in type {type(v).__name__}")
-    return v
+    t = type(v)
+    return _number(v) if (t is int or t is float) and path else v  # a field's number: json.Number

@@ -90,6 +90,7 @@ from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, FAKE_SELECTOR, Sim
 from .crds import STAGES
 from .events import KubeletEvents, NodeEvents, container_paths
 from .failures import FAILURE_MODES
+from .gotemplate import plain
 from .images import Image, ImageCatalog, NodeImages, Pull, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
@@ -255,7 +256,7 @@ def _quote(v: Any) -> str:
     if v is None:
         v = "null"
     elif not isinstance(v, str):
-        v = orjson.dumps(v).decode() if isinstance(v, dict | list) else str(v).lower() if isinstance(v, bool) \
+        v = orjson.dumps(plain(v)).decode() if isinstance(v, dict | list) else str(v).lower() if isinstance(v, bool) \
             else str(v)
     return orjson.dumps(v).decode()
 
@@ -263,7 +264,7 @@ def _quote(v: Any) -> str:
 def _yaml(v: Any, indent: int = 0) -> str:
     import yaml
 
-    text = yaml.safe_dump(v, default_flow_style=False, sort_keys=True).rstrip("\n")
+    text = yaml.safe_dump(plain(v), default_flow_style=False, sort_keys=True).rstrip("\n")
     pad = "  " * int(indent)
     return "\n".join(pad + line for line in text.split("\n"))
 

@@ -35,7 +35,8 @@ def test_range_with_if_else_and_index() -> None:
     assert render("{{ range .empty }}x{{ else }}none{{ end }}", data) == "none"
     assert render("{{ with .spec }}{{ len .containers }}{{ else }}no{{ end }}", data) == "2"
     assert render("{{ with .nothing }}yes{{ else }}no{{ end }}", data) == "no"
-    assert render('{{ if eq .n 1 }}one{{ else if eq .n 2 }}two{{ else }}many{{ end }}', data) == "two"
+    # the object's numbers are json.Number, a string type, as KWOK's: compared with strings
+    assert render('{{ if eq .n "1" }}one{{ else if eq .n "2" }}two{{ else }}many{{ end }}', data) == "two"
     assert render("{{ (index .spec.containers 1).name }}", data) == "b"
     assert render('{{ if and .n (not .empty) }}ok{{ end }}', data) == "ok"
 
@@ -51,8 +52,9 @@ def test_sprig_functions_as_kwok_renders_them() -> None:
     """KWOK renders with Sprig's functions; the common ones, with Sprig's semantics."""
     data = {"a": {"k": "v"}, "n": "3", "s": " Mixed ", "l": ["x", "y"], "z": 0}
     cases = {
-        '{{ .missing | default "d" }} {{ .a.k | default "d" }} {{ .z | default 7 }}': "d v 7",
-        "{{ empty .z }} {{ empty .a }} {{ coalesce .missing .z .a.k }}": "true false v",
+        # the object's 0 is json.Number "0", a string: not empty, as in KWOK
+        '{{ .missing | default "d" }} {{ .a.k | default "d" }} {{ .z | default 7 }} {{ 0 | default 7 }}': "d v 0 7",
+        "{{ empty .z }} {{ empty 0 }} {{ empty .a }} {{ coalesce .missing .z .a.k }}": "false true false 0",
         '{{ ternary "yes" "no" (hasKey .a "k") }} {{ get .a "nope" | quote }} {{ .a.k | squote }}': "yes \"\" 'v'",
         "{{ add1 .n }} {{ add 1 .n 2.9 }} {{ sub 1 .n }} {{ mul 2 .n }} {{ div -7 2 }} {{ mod -7 2 }}":
             "4 6 -2 6 -3 -1",
@@ -93,16 +95,18 @@ def test_unsupported_or_broken_templates_are_errors(text: str) -> None:
     ('{{ index .m "a" "b" }}', "error calling index: index of untyped nil"),  # the missing key's nothing
     ('{{ index .l "0" }}', "error calling index: cannot index slice/array with type string"),
     ("{{ index .m 0 }}", "error calling index: value has type int; should be string"),
-    ("{{ index .l 0 0 }}", "error calling index: can't index item of type int"),
+    ("{{ index .b 0 0 }}", "error calling index: can't index item of type bool"),
 ])
 def test_index_fails_the_template_as_gos_does(text: str, error: str) -> None:
     """Go's ``index`` fails the template for nothing, a list out of range or a key of the wrong
     type; only a missing map key gives nothing (``<no value>``)."""
-    data = {"l": [1, 2], "m": {"k": "v"}}
+    data = {"l": [1, 2], "m": {"k": "v"}, "b": [True]}
     with pytest.raises(TemplateError) as e:
         render(text, data)
     assert str(e.value) == error
-    assert render('{{ index .m "nope" }}|{{ index .l 1 }}|{{ index "ab" 1 }}', data) == "<no value>|2|98"
+    # a string's byte; the object's number a json.Number, so its text's (Go's too)
+    assert render('{{ index .m "nope" }}|{{ index .l 1 }}|{{ index "ab" 1 }}|{{ index .l 1 0 }}', data) == \
+        "<no value>|2|98|50"
 
 
 def test_and_and_or_stop_at_the_argument_that_decides() -> None:
@@ -114,3 +118,37 @@ def test_and_and_or_stop_at_the_argument_that_decides() -> None:
     assert render('{{ .missing | or "" }}|{{ "x" | and 1 }}|{{ or 0 "" }}', data) == "<no value>|x|"
     with pytest.raises(TemplateError, match="index out of range"):
         render("{{ or .missing (index .l 0) }}", data)
+
+
+def test_the_objects_numbers_are_json_numbers_as_kwok_renders_them() -> None:
+    """KWOK encodes the object and decodes it with ``UseNumber``: its templates see each number
+    as ``json.Number``, a string type holding Go's JSON text of it. It prints as that text, is
+    true when 0, equals strings and numbers' texts but is not comparable with a number, and
+    compares with another as strings do; numbers from the template itself or a function stay
+    numbers."""
+    data = {"spec": {"x": 1.0, "y": 1, "z": 0, "big": 1e20, "tiny": 1e-7, "half": 0.5, "ten": 10, "nine": 9,
+                     "l": [0, 2.5], "m": {"k": 3}}}
+    cases = {
+        "{{ .spec.x }} {{ .spec.big }} {{ .spec.tiny }} {{ .spec.half }} {{ .spec.l }}":
+            "1 100000000000000000000 1e-7 0.5 [0 2.5]",
+        "{{ if .spec.z }}true{{ end }} {{ not .spec.z }} {{ len .spec.ten }} {{ with .spec.z }}{{ . }}{{ end }}":
+            "true false 2 0",
+        '{{ eq .spec.x .spec.y }} {{ eq .spec.y "1" }} {{ eq .spec.x "1" }} {{ ne .spec.y "2" }}':
+            "true true true true",
+        "{{ lt .spec.ten .spec.nine }} {{ lt 10 9 }}": "true false",  # as strings, as in Go
+        '{{ printf "%d|%v|%s|%T|%q" .spec.y .spec.y .spec.y .spec.y .spec.y }}':
+            '%!d(json.Number=1)|1|1|json.Number|"1"',
+        "{{ range .spec.l }}[{{ if . }}{{ . }}{{ end }}]{{ end }} "
+        "{{ range $k, $v := .spec.m }}{{ $k }}={{ $v }}{{ end }}":
+            "[0][2.5] k=3",
+        '{{ index .spec.l 1 }} {{ toJson .spec.y }} {{ toJson (dict "a" .spec.x) }} {{ add1 .spec.y }} '
+        '{{ .spec.y | Quote }}':
+            '2.5 1 {"a":1} 2 "1"',
+        "{{ $n := .spec.y }}{{ $n }} {{ eq 1 1 }}": "1 true",
+    }
+    for text, want in cases.items():
+        assert render(text, data) == want, text
+    for text in ("{{ eq .spec.y 1 }}", "{{ lt .spec.y 2 }}", "{{ eq 1 1.0 }}", "{{ range .spec.y }}{{ end }}",
+                 "{{ index .spec.l .spec.y }}"):
+        with pytest.raises(TemplateError, match=r"incompatible types|can't iterate|cannot index slice"):
+            render(text, data)
