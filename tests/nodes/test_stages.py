@@ -6,6 +6,7 @@ import asyncio
 import collections
 import dataclasses
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -354,6 +355,7 @@ spec:
       podIP: {{ PodIP }}
       startTime: {{ .metadata.creationTimestamp }}
       message: {{ printf "%s on %s" .metadata.name NodeName | Quote }}
+      reason: {{ $now | Quote }}
       containerStatuses:
       {{ range $index, $item := .spec.containers }}
       - name: {{ $item.name | Quote }}
@@ -402,7 +404,11 @@ async def test_a_user_stage_file_replaces_the_defaults(client: Client) -> None:
         assert status["hostIP"] == node.ip and status["podIP"].startswith("10.0.")
         assert status["startTime"] == got["metadata"]["creationTimestamp"]
         assert status["message"] == "custom on sim-node-0"
-        assert status["containerStatuses"][0]["state"]["running"]["startedAt"]
+        # KWOK's Now (RFC3339Nano): a Time field (startedAt) stores its second, as kube-apiserver's; a string all of it
+        started = status["containerStatuses"][0]["state"]["running"]["startedAt"]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", started), started
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", status["reason"]), status["reason"]
+        assert status["reason"].startswith(started[:19])
         # no pod-complete stage in this file: a Never pod keeps running
         await client.delete(f"{PODS}/custom")
         await eventually(lambda: _is(client, "custom", "(gone)"))  # finalizers emptied, then deleted
@@ -831,8 +837,6 @@ def test_kwoks_now_quote_and_a_failing_template_as_kwok_has_them() -> None:
     trailing zeros dropped); its ``Quote`` writes nothing (a missing field) as JSON's ``null``,
     quoted; a template that fails (Go's ``index`` out of range) fails the stage (KWOK logs
     it and leaves the object as it is, the stage not retried)."""
-    import re
-
     now = now_rfc3339_nano()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,8}[1-9])?Z", now), now
     assert [_quote(v) for v in (None, "a", 1, True, {"k": 1})] == ['"null"', '"a"', '"1"', '"true"', '"{\\"k\\":1}"']
