@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from controlplane.registry.podwarnings import name_warning, pod_warnings
 from controlplane.registry.strategies import warnings
 
@@ -100,8 +102,8 @@ def test_names_and_when_workloads_warn() -> None:
 
 def test_an_ingress_class_annotation_warns_at_create_only() -> None:
     words = "annotation \"kubernetes.io/ingress.class\" is deprecated, please use 'spec.ingressClassName' instead"
-    ing = {"metadata": {"name": "i", "annotations": {"kubernetes.io/ingress.class": "nginx"}},
-           "spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}}
+    ing: dict[str, Any] = {"metadata": {"name": "i", "annotations": {"kubernetes.io/ingress.class": "nginx"}},
+                           "spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}}
     assert warnings("ingresses", ing) == [words]
     assert warnings("ingresses", ing, ing) == []
     assert warnings("ingresses", {**ing, "spec": {**ing["spec"], "ingressClassName": "nginx"}}) == []
@@ -269,8 +271,9 @@ def test_the_common_volumes_take_the_short_way() -> None:
     assert podwarnings.volume_path_warnings(admitted) == []
     plain = {"name": "c", "configMap": {"name": "c", "items": [{"key": "a", "path": "a"}, {"key": "b", "path": "b"}]}}
     assert podwarnings._distinct_names([plain]) and podwarnings.volume_path_warnings(plain) == []
-    for sources in ([{}], [{"configMap": {"name": "c", "items": [{"key": "a", "path": "a/b"}]}}],
-                    [{"serviceAccountToken": {"path": "t"}},
-                     {"secret": {"name": "s", "items": [{"key": "k", "path": "t"}]}}]):
+    not_distinct: tuple[list[dict[str, Any]], ...] = (
+        [{}], [{"configMap": {"name": "c", "items": [{"key": "a", "path": "a/b"}]}}],
+        [{"serviceAccountToken": {"path": "t"}}, {"secret": {"name": "s", "items": [{"key": "k", "path": "t"}]}}])
+    for sources in not_distinct:
         assert not podwarnings._distinct_names(sources)
     assert podwarnings._distinct_names([{"configMap": {"name": "all"}}, {"serviceAccountToken": {"path": "t"}}])
