@@ -179,19 +179,25 @@ def test_consolidation_says_why_it_leaves_a_node() -> None:
     assert why.startswith("Not all pods would schedule, default/picky => ") and why.endswith(" "), why
 
 
+def _one_medium_node(capacity_type: str) -> tuple[list[float], ClusterState, dict[str, Any], Disruption]:
+    """A NodePool's one medium node of ``capacity_type``, running a 900m pod, 100 s after it
+    came: its clock, its state, its NodeClaim and the disruption that judges it."""
+    now = [0.0]
+    st = ClusterState(clock=lambda: now[0])
+    st.node_added(pool_node("n1"))
+    node_claim = claim("n1", "medium", node_name="n1")
+    node_claim["metadata"]["labels"]["karpenter.sh/capacity-type"] = capacity_type
+    st.nodeclaim_set(None, node_claim)
+    st.pod_added(bound("p", "900m", "n1"))
+    now[0] = 100.0
+    return now, st, node_claim, Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+
+
 def test_a_spot_node_is_not_replaced_by_a_spot_node() -> None:
     """Karpenter's SpotToSpotConsolidation feature gate is off by default: a spot node is not
     replaced by consolidation with a node that may be spot, however cheaper ("SpotToSpotConsolidation
     is disabled, can't replace a spot node with a spot node"); an on-demand node may be."""
-    now = [0.0]
-    st = ClusterState(clock=lambda: now[0])
-    st.node_added(pool_node("n1"))
-    spot = claim("n1", "medium", node_name="n1")
-    spot["metadata"]["labels"]["karpenter.sh/capacity-type"] = "spot"
-    st.nodeclaim_set(None, spot)
-    st.pod_added(bound("p", "900m", "n1"))
-    now[0] = 100.0
-    disruption = Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+    now, st, spot, disruption = _one_medium_node("spot")
     both = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
     budgets = {"consolidateAfter": "1s", "budgets": [{"nodes": "100%"}]}
     assert disruption.decide({"default": pool(requirements=both, disruption=budgets)}, {}) == []
@@ -211,15 +217,7 @@ def test_a_nodepool_change_has_a_refused_node_simulated_again() -> None:
     """A candidate whose move was refused is not simulated again while nothing changes (but every
     5 minutes, as Karpenter's ConsolidationState); a change of its NodePool (here, allowing a
     cheaper type) is a change, as Karpenter's NodePool informer marks the cluster unconsolidated."""
-    now = [0.0]
-    st = ClusterState(clock=lambda: now[0])
-    st.node_added(pool_node("n1"))
-    medium = claim("n1", "medium", node_name="n1")
-    medium["metadata"]["labels"]["karpenter.sh/capacity-type"] = "on-demand"
-    st.nodeclaim_set(None, medium)
-    st.pod_added(bound("p", "900m", "n1"))
-    now[0] = 100.0
-    disruption = Disruption(st, Simulated(st, CATALOG), Provisioner(CATALOG), clock=lambda: now[0])
+    now, _, _, disruption = _one_medium_node("on-demand")
     budgets = {"consolidateAfter": "1s", "budgets": [{"nodes": "100%"}]}
     only = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["medium", "large"]}]
     before = pool(requirements=only, disruption=budgets)
