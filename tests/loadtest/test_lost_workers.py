@@ -107,8 +107,9 @@ def test_a_remote_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_pat
     import os
     import signal
 
-    # the master gives a worker up after 5 s without heartbeats (30 by default), so the test is short
-    proc, out, stderr_ = _remote_run(tmp_path, "40", 1, {**_env(), "LOADTEST_HEARTBEAT_LIVENESS": "5"})
+    # the master gives a worker up after 10 s without heartbeats (30 by default), so the test is short; 5 s
+    # was too few on CI's loaded machine, where the live worker, starting its users, missed them that long
+    proc, out, stderr_ = _remote_run(tmp_path, "40", 1, {**_env(), "LOADTEST_HEARTBEAT_LIVENESS": "10"})
     worker = None
     try:
         line = stderr_.worker_command()
@@ -125,7 +126,7 @@ def test_a_remote_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_pat
         worker.wait()
         stdout = proc.stdout.read() if proc.stdout else ""
         proc.wait(timeout=60)
-        # the master gave the worker up after its 5 s and ended the run: not the 40 s of --duration
+        # the master gave the worker up after its 10 s and ended the run: not the 40 s of --duration
         assert time.monotonic() - killed < 30
     finally:
         for p in (proc, worker):
@@ -142,13 +143,13 @@ def test_a_remote_worker_killed_under_the_load_leaves_the_run_incomplete(tmp_pat
     run = json.loads((out / "run.json").read_text())
     [left] = run["workers_left"]
     assert left["how"] == "missing" and left["local"] is False and left["back_at"] is None
-    assert left["worker"] != "" and left["last_heard"] is not None and left["at"] >= left["last_heard"] + 4
+    assert left["worker"] != "" and left["last_heard"] is not None and left["at"] >= left["last_heard"] + 9
     assert run["master_exit"] == 0  # it quit, writing its results
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is False and summary["overall"] in ("incomplete", "fail")
     [why] = summary["incomplete_because"]
     assert why.startswith(f"Locust's worker {left['worker']} (remote) stopped answering its master after ") and \
-        "(no heartbeat for 5 s: killed, stalled, or its machine or network gone); its users made no load" in why
+        "(no heartbeat for 10 s: killed, stalled, or its machine or network gone); its users made no load" in why
     assert summary["requests"] > 0  # what it had made, from locust.json
     assert f"  not complete: {why}" in stdout
     assert stdout.rstrip().splitlines()[-1].startswith("loadtest smoke: INCOMPLETE (exit 3): Locust's worker ")
