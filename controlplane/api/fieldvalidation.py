@@ -267,10 +267,12 @@ def check_object(rtype: ResourceType, obj: dict[str, Any], body: bytes | None = 
         # decoded, ``managedFields: []`` is no nil slice but an empty one, which the field
         # manager takes as a reset of them (isResetManagedFields), as it takes ``[{}]``
         meta["managedFields"] = [{}]
-    if found.emptied and rtype.custom is None:
+    if found.emptied:
         # ``args: []`` stored as protobuf reads back as a nil slice: left out, as Go's JSON
         # encoder leaves it out for admission too; ``rules: []`` is null once stored
-        # (``stored_form``), ``[]`` to admission
+        # (``stored_form``), ``[]`` to admission. A custom resource's are its metadata's (no
+        # other part of its schema is a Go type): ObjectMeta's ``generateName: ""``, ``labels: {}``,
+        # gone as the ObjectMeta it is decoded into is written back (``SetObjectMeta``)
         empty_collections(found.emptied, decoded=True)
     _check_name(obj, name)
     _require(rtype, obj, found)
@@ -380,6 +382,8 @@ def _check_custom_metadata(rtype: ResourceType, method: str, obj: dict[str, Any]
         raise _undecodable(rtype, method, obj, found.malformed[0])
     if found.nulls:
         zero_nulls(found.nulls)
+    if found.emptied:
+        empty_collections(found.emptied, decoded=True)
     if found.problems:
         directive, _ = _directive()
         if directive == "Strict":
@@ -480,14 +484,17 @@ def fill_zero_values(rtype: ResourceType, obj: dict[str, Any], stored: dict[str,
     the parts equal to ``stored``'s are not walked. A required field missing (an item a
     null made an empty struct, one applied as ``{}``) is 422 Invalid, as in a create or
     update: the merge keeps what it was sent, and stored, ``subjects: [null]`` was an
-    object its next update refused. Of a custom resource, only the metadata's nulls (its
-    ObjectMeta's, as ``_check_custom_metadata``; the rest is its schema's to prune)."""
+    object its next update refused. Of a custom resource, only the metadata's nulls, empty
+    maps and lists and zero scalars (its ObjectMeta's, as ``_check_custom_metadata``; the rest
+    is its schema's to prune)."""
     if rtype.custom is not None:
         meta = obj.get("metadata")
         if type(meta) is dict:
             found = metadata_shape().check({"metadata": meta}, count_keys=False)
             if found.nulls:
                 zero_nulls(found.nulls)
+            if found.emptied:  # (after the nulls: a null label is "", kept)
+                empty_collections(found.emptied, decoded=True)
         return
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
     if shape is None:

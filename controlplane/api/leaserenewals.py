@@ -90,7 +90,7 @@ def _owns_alone(entries: Any, manager: str) -> dict[str, Any] | None:
     if not isinstance(entries, list) or len(entries) != 1:
         return None
     entry = entries[0]
-    if not isinstance(entry, dict) or entry.get("manager") != manager or entry.get("operation") != "Update" \
+    if not isinstance(entry, dict) or entry.get("manager", "") != manager or entry.get("operation") != "Update" \
             or entry.get("subresource"):
         return None
     spec = (entry.get("fieldsV1") or {}).get("f:spec")

@@ -195,7 +195,8 @@ def _marked(stored: bytes, reported: list[dict[str, str]], manager: str) -> byte
     condition's lastHeartbeatTime set to their marks; None if it has no such entry."""
     obj: dict[str, Any] = orjson.loads(stored)
     entries = [e for e in obj["metadata"].get("managedFields") or () if isinstance(e, dict)
-               and e.get("manager") == manager and e.get("operation") == "Update" and e.get("subresource") == "status"]
+               and e.get("manager", "") == manager and e.get("operation") == "Update"
+               and e.get("subresource") == "status"]
     if len(entries) != 1:
         return None
     entries[0]["time"] = _MARKS[0].decode()

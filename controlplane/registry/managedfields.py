@@ -104,7 +104,9 @@ class Entry:
         return out
 
     def encode(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version}
+        # (a manager of "", a request's without ``fieldManager`` or user agent: ``omitempty``)
+        out: dict[str, Any] = {"manager": self.manager} if self.manager else {}
+        out["operation"], out["apiVersion"] = self.operation, self.api_version
         if self.time is not None:
             out["time"] = self.time
         out["fieldsType"] = "FieldsV1"

@@ -922,8 +922,10 @@ _NIL_WRITTEN: dict[str, tuple[str, ...]] = {
 # against the definition's schema (a string, integer, number or boolean). To regenerate: walk
 # every ``type X struct`` of those packages and list the fields whose tag has ``omitempty`` and
 # whose Go type is a scalar or a named scalar type (``type PodPhase string``, ``types.UID``);
-# keep the structs named in ``schema.definitions()``. Not ObjectMeta's (``generateName: ""``,
-# ``namespace: ""`` are kept as sent: this server's own handling of metadata reads them). One
+# keep the structs named in ``schema.definitions()``. ObjectMeta's and a managedFields entry's
+# too (apimachinery's ``metav1``: ``generateName: ""``, ``generation: 0``, ``subresource: ""``;
+# an owner reference has none: its strings are always written, ``controller`` a pointer), a
+# custom resource's as a built-in kind's (its ``metadata`` is decoded into ObjectMeta). One
 # line a definition (``io.k8s.api.`` left out of k8s.io/api's names), wrapped lines indented.
 _OMIT_ZERO_TEXT = """
 admissionregistration.v1.ApplyConfiguration: expression
@@ -1154,6 +1156,8 @@ io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps: id $sc
     x-kubernetes-int-or-string
 io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule: message messageExpression fieldPath
 io.k8s.apimachinery.pkg.apis.meta.v1.Condition: observedGeneration
+io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry: manager operation apiVersion fieldsType subresource
+io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta: name generateName namespace selfLink uid resourceVersion generation
 io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceCondition: reason message
 io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceSpec: group version insecureSkipTLSVerify
 io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.ServiceReference: namespace name

@@ -36,7 +36,7 @@ async def test_a_status_patch_changes_the_status_and_nothing_else_and_again_noth
     assert int(first["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
     assert "generation" not in first["metadata"] or first["metadata"]["generation"] == \
         created["metadata"].get("generation")
-    owners = {(e["manager"], e.get("subresource", "")) for e in first["metadata"]["managedFields"]}
+    owners = {(e.get("manager", ""), e.get("subresource", "")) for e in first["metadata"]["managedFields"]}
     assert ("kubelet", "status") in owners
     again = await client.patch(f"{PODS}/p/status", RUNNING, patch_type, fieldManager="kubelet")
     assert again == first  # nothing written: the same resourceVersion and managedFields times

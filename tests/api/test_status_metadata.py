@@ -167,7 +167,7 @@ async def test_a_deletion_a_status_strategy_does_not_reset_is_refused(client: Cl
 
 def status_entry(obj: dict[str, Any], manager: str, operation: str = "Update") -> dict[str, Any]:
     entries = [e for e in obj["metadata"].get("managedFields", [])
-               if (e["manager"], e["operation"], e.get("subresource")) == (manager, operation, "status")]
+               if (e.get("manager", ""), e["operation"], e.get("subresource")) == (manager, operation, "status")]
     assert len(entries) == 1, obj["metadata"].get("managedFields")
     return dict(entries[0]["fieldsV1"])
 

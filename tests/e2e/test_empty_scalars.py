@@ -13,6 +13,8 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from controlplane.client import ApiError, Client, resource_path
 from tests.e2e.test_kubectl import kubectl
 from tests.test_cli import Serve
@@ -265,3 +267,143 @@ async def test_a_crds_zero_scalars_are_left_out_and_its_custom_resources_keep_th
             await asyncio.sleep(0.05)
         assert made["spec"] == {"name": "", "on": False}
         assert (await c.get(f"{zeros}/z"))["spec"] == {"name": "", "on": False}
+
+
+CONFIGMAPS = resource_path("", "v1", "configmaps", "default")
+META_ZEROS = {"generateName": "", "generation": 0, "selfLink": "", "uid": "", "resourceVersion": ""}
+
+
+def assert_meta_without_zeros(meta: dict[str, Any]) -> None:
+    assert not {"generateName", "generation", "selfLink"} & set(meta), meta
+    assert meta["uid"] and meta["resourceVersion"]
+    for entry in meta.get("managedFields", ()):
+        assert "f:generateName" not in entry["fieldsV1"].get("f:metadata", {}), entry
+        assert "subresource" not in entry or entry["subresource"], entry
+
+
+async def test_object_metas_zero_scalars_are_left_out_on_every_write_path(served: Serve) -> None:
+    """ObjectMeta's fields are ``omitempty`` (apimachinery's ``metav1``): ``generateName: ""``,
+    ``generation: 0``, ``uid: ""``, ``resourceVersion: ""`` are no value once decoded, so none is
+    stored, a write that sends them to an object without them writes nothing, and neither
+    ``uid: ""`` nor ``resourceVersion: ""`` is a precondition. A pointer's zero
+    (``deletionGracePeriodSeconds``, an owner reference's ``controller``) is a value."""
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u1", "controller": False}
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        created = await c.create(CONFIGMAPS, {"metadata": {"name": "m", "namespace": "", **META_ZEROS,
+                                                            "ownerReferences": [owner]}, "data": {"a": "b"}})
+        for got in (created, await c.get(f"{CONFIGMAPS}/m")):
+            assert_meta_without_zeros(got["metadata"])
+            assert got["metadata"]["namespace"] == "default"
+            assert got["metadata"]["ownerReferences"] == [owner]
+        rv = created["metadata"]["resourceVersion"]
+        namespace = await c.create(resource_path("", "v1", "namespaces"), {"metadata": {
+            "name": "meta-zeros", "namespace": "", **META_ZEROS}})
+        assert "namespace" not in namespace["metadata"] and "generateName" not in namespace["metadata"]
+        # a PUT sending them to the object stored without them: no write, and no precondition
+        again = await c.update(f"{CONFIGMAPS}/m", {**created, "metadata": {**created["metadata"], **META_ZEROS}})
+        assert again["metadata"]["resourceVersion"] == rv
+        assert_meta_without_zeros(again["metadata"])
+        for patch, patch_type in (({"metadata": {"generateName": "", "selfLink": "", "uid": ""}}, "merge"),
+                                  ({"metadata": {"generateName": "", "generation": 0}}, "strategic"),
+                                  ([{"op": "add", "path": "/metadata/generateName", "value": ""}], "json")):
+            patched = await c.patch(f"{CONFIGMAPS}/m", patch, patch_type)
+            assert patched["metadata"]["resourceVersion"] == rv, patch
+            assert_meta_without_zeros(patched["metadata"])
+        # a managedFields entry's omitempty strings too (what a client sends back as it read it)
+        entries = [{**e, "subresource": ""} for e in created["metadata"]["managedFields"]]
+        patched = await c.patch(f"{CONFIGMAPS}/m", {"metadata": {"managedFields": entries}}, "merge")
+        assert patched["metadata"]["managedFields"] == created["metadata"]["managedFields"]
+        assert patched["metadata"]["resourceVersion"] == rv
+        # a status write, and a Deployment's template, whose generation a PUT's 0 does not reset
+        await c.create(PODS, pod("meta"))
+        status = await c.patch(f"{PODS}/meta/status", {"metadata": {"generateName": "", "labels": {"x": "y"}},
+                                                       "status": {"message": ""}}, "merge")
+        assert status["metadata"]["labels"] == {"x": "y"} and "generateName" not in status["metadata"]
+        made = await c.create(DEPLOYMENTS, {**deployment("meta"), "metadata": {"name": "meta", **META_ZEROS}})
+        template = made["spec"]["template"]["metadata"]
+        assert made["metadata"]["generation"] == 1
+        put = await c.update(f"{DEPLOYMENTS}/meta", {**made, "metadata": {**made["metadata"], "generation": 0},
+                                                     "spec": {**made["spec"], "template": {
+                                                         **made["spec"]["template"], "metadata": {
+                                                             **template, "name": "", "generateName": "",
+                                                             "namespace": ""}}}})
+        assert put["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
+        assert put["metadata"]["generation"] == 1 and put["spec"]["template"]["metadata"] == template
+        # a real uid or resourceVersion is still a precondition
+        with pytest.raises(ApiError) as e:
+            await c.update(f"{CONFIGMAPS}/m", {**created, "metadata": {**created["metadata"], "uid": "other"}})
+        assert e.value.code == 409, e.value
+
+
+async def test_a_server_side_apply_owns_the_generate_name_it_sent(served: Serve) -> None:
+    """As with any zero scalar: the field manager types the configuration, which says
+    ``generateName``; the object has none, and applying the same again writes nothing."""
+    config = (b"apiVersion: v1\nkind: ConfigMap\n"
+              b"metadata: {name: applied, generateName: '', generation: 0, uid: '', resourceVersion: ''}\n"
+              b"data: {a: b}\n")
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        applied = await c.request("PATCH", f"{CONFIGMAPS}/applied", config, "application/apply-patch+yaml",
+                                  fieldManager="me")
+        assert not {"generateName", "generation", "selfLink"} & set(applied["metadata"])
+        [entry] = applied["metadata"]["managedFields"]
+        assert entry["fieldsV1"] == {"f:data": {"f:a": {}}, "f:metadata": {"f:generateName": {}}}
+        again = await c.request("PATCH", f"{CONFIGMAPS}/applied", config, "application/apply-patch+yaml",
+                                fieldManager="me")
+        assert again["metadata"]["resourceVersion"] == applied["metadata"]["resourceVersion"]
+
+
+def test_kubectl_get_yaml_shows_no_zero_object_meta(served: Serve) -> None:
+    kubectl(served, "create", "-f", "-", stdin=(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kmeta, generateName: '', generation: 0, selfLink: ''}\n"
+        "data: {a: b}\n"))
+    out = kubectl(served, "get", "configmap", "kmeta", "-o", "yaml")
+    for key in ("generateName:", "generation:", "selfLink:"):
+        assert key not in out, out
+    assert "name: kmeta" in out
+
+
+async def test_a_custom_resources_metadata_is_decoded_as_object_meta(served: Serve) -> None:
+    """Upstream decodes a custom resource's ``metadata`` into ObjectMeta and writes it back
+    (apiextensions' ``GetObjectMeta``, ``SetObjectMeta``): its zero scalars and empty maps and
+    lists are gone, on a create, a patch, a status write and an apply; the rest of the object,
+    stored as JSON, keeps its own."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "metas.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "metas", "kind": "Meta"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                                  "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                      "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                      "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
+    metas = resource_path("example.com", "v1", "metas", "default")
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        await c.create(resource_path("apiextensions.k8s.io", "v1", "customresourcedefinitions"), crd)
+        deadline = time.monotonic() + 10
+        while True:  # the CRD is served once established
+            missing: ApiError | None = None
+            try:
+                made = await c.create(metas, {"apiVersion": "example.com/v1", "kind": "Meta", "metadata": {
+                    "name": "m", **META_ZEROS, "labels": {}, "finalizers": []}, "spec": {"name": "", "n": 0}})
+                break
+            except ApiError as e:
+                missing = e
+            assert missing.code == 404 and time.monotonic() < deadline, missing
+            await asyncio.sleep(0.05)
+        rv = made["metadata"]["resourceVersion"]
+        for got in (made, await c.get(f"{metas}/m")):
+            assert not {"generateName", "selfLink", "labels", "finalizers"} & set(got["metadata"]), got["metadata"]
+            assert got["metadata"]["generation"] == 1
+            assert got["spec"] == {"name": "", "n": 0}
+        patched = await c.patch(f"{metas}/m", {"metadata": {"generateName": "", "labels": {}}, "spec": {"name": ""}},
+                                "merge")
+        assert patched["metadata"]["resourceVersion"] == rv and "generateName" not in patched["metadata"]
+        again = await c.update(f"{metas}/m", {**made, "metadata": {**made["metadata"], "generateName": "",
+                                                                   "generation": 0}})
+        assert again["metadata"]["resourceVersion"] == rv and again["metadata"]["generation"] == 1
+        status = await c.patch(f"{metas}/m/status", {"metadata": {"generateName": ""}, "status": {"ok": False}},
+                               "merge")
+        assert "generateName" not in status["metadata"] and status["status"] == {"ok": False}
+        config = (b"apiVersion: example.com/v1\nkind: Meta\nmetadata: {name: m, generateName: '', labels: {a: b}}\n"
+                  b"spec: {name: ''}\n")
+        applied = await c.request("PATCH", f"{metas}/m", config, "application/apply-patch+yaml", fieldManager="me")
+        assert "generateName" not in applied["metadata"] and applied["metadata"]["labels"] == {"a": "b"}
+        assert applied["spec"] == {"name": "", "n": 0}

@@ -161,3 +161,26 @@ def test_a_zero_omitempty_scalar_and_none_are_the_same_go_value() -> None:
     assert not same_once_stored({**sent, "hostname": "h"}, stored, spec)
     # a pointer's zero is a value
     assert not same_once_stored({**sent, "terminationGracePeriodSeconds": 0}, sent, spec)
+
+
+def test_object_metas_zero_scalars_are_left_out_and_its_pointers_zeros_kept() -> None:
+    """ObjectMeta's strings and ``generation`` are ``omitempty`` (apimachinery's ``metav1``), in a
+    template's metadata too, and so are a managedFields entry's; an owner reference's strings are
+    always written and its ``controller`` is a pointer."""
+    zeros = {"name": "", "generateName": "", "namespace": "", "selfLink": "", "uid": "", "resourceVersion": "",
+             "generation": 0}
+    deployment = _decoded("apps", "v1", "Deployment", {"metadata": {
+        **zeros, "deletionGracePeriodSeconds": 0,
+        "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "u", "controller": False,
+                             "blockOwnerDeletion": False}],
+        "managedFields": [{"manager": "m", "operation": "Update", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+                           "fieldsV1": {}, "subresource": ""}]},
+        "spec": {"selector": {}, "template": {"metadata": {**zeros, "labels": {"a": "b"}},
+                                               "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    assert deployment["metadata"] == {
+        "deletionGracePeriodSeconds": 0,
+        "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "u", "controller": False,
+                             "blockOwnerDeletion": False}],
+        "managedFields": [{"manager": "m", "operation": "Update", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+                           "fieldsV1": {}}]}
+    assert deployment["spec"]["template"]["metadata"] == {"labels": {"a": "b"}}
