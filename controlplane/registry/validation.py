@@ -146,8 +146,8 @@ class Shape:
     """
 
     __slots__ = ("accepts", "bound", "collections", "empty_missing", "expect", "fields", "go_type", "items",
-                 "nil_plan", "null_fields", "null_fill", "omit_zero", "parse", "required", "struct", "values",
-                 "zeros")
+                 "nil_plan", "nil_values", "null_fields", "null_fill", "omit_zero", "parse", "required", "struct",
+                 "values", "zeros")
 
     def __init__(self) -> None:
         self.fields: dict[str, Shape] | None = None
@@ -183,6 +183,10 @@ class Shape:
         # ``omitempty`` (``_NIL_WRITTEN``), and the fields under which another such struct
         # has some (``_nil_plan``)
         self.nil_plan: NilPlan | None = None
+        # of a map field of a built-in struct whose values are lists (a CSR's ``spec.extra``, a
+        # ``map[string]ExtraValue``): an empty one is nil once stored, written null, as protobuf
+        # has no empty repeated field (``Findings.emptied``, ``stored_form``)
+        self.nil_values = False
         # of a built-in type: the Go type Go's decoder names in its errors (``int32``,
         # ``[]v1.Container``, ``map[string]string``), and a struct's type name (``PodSpec``)
         self.go_type = ""
@@ -268,6 +272,9 @@ def _walk(shape: Shape, value: Any, stack: list[str], found: Findings, prune: bo
                     found.problems.append(f'duplicate field "{_path(stack, k)}"')
                 t = type(v)
                 if t is dict or t is list:
+                    if not v and shape.nil_values and t in accepts:  # ({k: []}: null once stored)
+                        found.emptied.append((value, k, True))
+                        continue
                     was = known_map.get(k) if known_map is not None else None
                     if was is not None and _as_stored(was, v):
                         continue  # as stored
@@ -716,6 +723,9 @@ def compile_schema(node: Schema, resolve: Resolve, _named: dict[str, Shape] | No
                                               if f in shape.fields)
                     shape.null_fill = tuple((f, None) for f in shape.null_fields)
                     shape.omit_zero = _omit_zero().get(name, frozenset())
+                    for sub in shape.fields.values():
+                        if sub.fields is None and sub.values is not None and sub.values.expect == "array":
+                            sub.nil_values = True
             shape.parse = _PARSED.get(name)
             package, _, type_name = name.rpartition(".")
             shape.go_type = f"{package.rpartition('.')[2]}.{type_name}"
@@ -1224,9 +1234,10 @@ def empty_collections(emptied: list[tuple[dict[str, Any], str, bool]], decoded: 
 
 
 # a struct's ``Shape.nil_plan``: (its fields without ``omitempty`` that are lists or maps,
+# its map fields whose values are lists (``Shape.nil_values``),
 # (field, Shape) of those under which another struct has some)
-NilPlan = tuple[tuple[str, ...], tuple[tuple[str, Shape], ...]]
-_NO_NILS: NilPlan = ((), ())
+NilPlan = tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, Shape], ...]]
+_NO_NILS: NilPlan = ((), (), ())
 
 
 def stored_form(shape: Shape, obj: dict[str, Any], known: dict[str, Any] | None, changed: bool) -> None:
@@ -1324,12 +1335,18 @@ def _nil_walk(shape: Shape, value: Any, known: Any) -> None:
 def _nil_struct(shape: Shape, value: dict[str, Any], known: Any) -> None:
     """``_nil_walk`` of a struct: its own fields settled, then those below followed, a list of
     structs (a pod's volumes) without a call per item's type checks."""
-    here, below = shape.nil_plan or _nil_plan(shape, set())
+    here, maps, below = shape.nil_plan or _nil_plan(shape, set())
     for k in here:
         v = value.get(k)
         if (type(v) is list or type(v) is dict) and not v:
             value[k] = None
     known_obj = known if type(known) is dict else None
+    for k in maps:
+        v = value.get(k)
+        if type(v) is dict and (known_obj is None or v is not known_obj.get(k)) and \
+                any(type(x) is list and not x for x in v.values()):
+            # (a copy: the map may be shared with another object)
+            value[k] = {key: None if type(x) is list and not x else x for key, x in v.items()}
     for k, sub in below:
         v = value.get(k)
         if v is None:
@@ -1357,9 +1374,10 @@ def _nil_plan(shape: Shape, visiting: set[int]) -> NilPlan:
         return _NO_NILS
     visiting.add(id(shape))
     here = tuple(k for k in shape.null_fields if k in shape.collections)
+    maps = tuple(k for k, sub in (shape.fields or {}).items() if sub.nil_values)
     below = tuple((k, sub) for k, sub in (shape.fields or {}).items() if _has_nils(sub, visiting))
     visiting.discard(id(shape))
-    plan = (here, below) if here or below else _NO_NILS
+    plan = (here, maps, below) if here or maps or below else _NO_NILS
     shape.nil_plan = plan
     return plan
 

@@ -407,3 +407,14 @@ async def test_a_custom_resources_metadata_is_decoded_as_object_meta(served: Ser
         applied = await c.request("PATCH", f"{metas}/m", config, "application/apply-patch+yaml", fieldManager="me")
         assert "generateName" not in applied["metadata"] and applied["metadata"]["labels"] == {"a": "b"}
         assert applied["spec"] == {"name": "", "n": 0}
+
+
+async def test_a_reviews_empty_extra_list_is_answered_as_sent(served: Serve) -> None:
+    """An empty list as a map's value is null only once stored (protobuf): a SubjectAccessReview,
+    never stored, is answered with the ``[]`` Go's JSON encoder writes for the decoded slice."""
+    async with Client.from_kubeconfig(served.kubeconfig) as c:
+        review = await c.create(resource_path("authorization.k8s.io", "v1", "subjectaccessreviews"), {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": "u", "extra": {"k": [], "l": ["v"]},
+                     "resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "default"}}})
+        assert review["spec"]["extra"] == {"k": [], "l": ["v"]}

@@ -17,6 +17,7 @@ from controlplane.registry.validation import (
     same_once_stored,
     shape_at,
     shape_of,
+    stored_form,
 )
 
 
@@ -184,3 +185,27 @@ def test_object_metas_zero_scalars_are_left_out_and_its_pointers_zeros_kept() ->
         "managedFields": [{"manager": "m", "operation": "Update", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
                            "fieldsV1": {}}]}
     assert deployment["spec"]["template"]["metadata"] == {"labels": {"a": "b"}}
+
+
+def test_an_empty_list_as_a_maps_value_is_null_once_stored() -> None:
+    """A CSR's ``spec.extra`` is a ``map[string]ExtraValue`` (a ``[]string``): protobuf storage
+    decodes an empty one as nil, written null. Decoded (what admission sees) it is still ``[]``,
+    as Go's JSON encoder writes an empty non-nil slice; a list that is not empty, and a value of
+    the wrong type, are what they were."""
+    shape = shape_of("certificates.k8s.io", "v1", "CertificateSigningRequest")
+    assert shape is not None
+    csr: dict[str, Any] = {"spec": {"extra": {"a": [], "b": ["x"]}}}
+    found = shape.check(csr)
+    empty_collections(found.emptied, decoded=True)
+    assert csr["spec"]["extra"] == {"a": [], "b": ["x"]}
+    sent = csr["spec"]["extra"]
+    stored_form(shape, csr, None, False)
+    assert csr["spec"]["extra"] == {"a": None, "b": ["x"]}
+    assert sent == {"a": [], "b": ["x"]}  # (a copy was made: the decoded map may be shared)
+    changed: dict[str, Any] = {"spec": {"extra": {"a": []}}}  # a mutation's result, walked whole
+    stored_form(shape, changed, None, True)
+    assert changed["spec"]["extra"] == {"a": None}
+    assert shape.check({"spec": {"extra": {"a": {}}}}).mismatched == [("spec.extra.a", "object", "array")]
+    # an update's [] is the stored null
+    spec = shape_at(shape, "spec")
+    assert same_once_stored({"extra": {"a": []}}, {"extra": {"a": None}}, spec)
