@@ -42,8 +42,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["format_v", "go_int", "go_json", "json_text", "may_hold_whole_floats", "whole_floats_written_back",
-           "written_back"]
+__all__ = ["format_v", "go_int", "go_json", "json_text", "may_hold_uint64s", "may_hold_whole_floats",
+           "uint64s_written_back", "whole_floats_written_back", "written_back"]
 
 _INT64_MIN, _INT64_END = -(1 << 63), 1 << 63
 _EXACT = float(1 << 53)  # below it a whole float's digits are its value's
@@ -110,6 +110,51 @@ def whole_floats_written_back(value: Any) -> bool:
                         changed = True
                 elif t is dict or t is list:
                     pending.append(v)
+    return changed
+
+
+_NINETEEN_DIGITS = re.compile(rb"[0-9]{19}")
+_UINT64_END = 1 << 64
+
+
+def may_hold_uint64s(encoded: bytes) -> bool:
+    """Whether JSON ``encoded`` may hold an integer from 2^63 to 2^64 - 1, which orjson decodes
+    as an int where Go's decoder into unstructured makes a float64 of it (19 or 20 digits; a
+    longer one orjson reads as a float). A regex scan of the bytes; a string of 19 digits
+    (base64, a long id) only costs the walk ``uint64s_written_back`` does."""
+    return _NINETEEN_DIGITS.search(encoded) is not None
+
+
+def uint64s_written_back(value: Any) -> bool:
+    """Replace, in place, each int of a decoded JSON tree from 2^63 up (orjson's unsigned 64-bit
+    ones) by what Go's encoder writes for the float64 its decoder into unstructured makes of it
+    (apimachinery's ``util/json``: an int64 when the number's text parses as one, else a
+    float64), as orjson reads that back: the float's shortest digits then zeros, an int
+    (``9223372036854775808`` is ``9223372036854776000``), or the float where those digits
+    pass 2^64 (orjson reads such a number as a float). So the tree is what a custom resource's
+    stored bytes read back as, and a number the server's JSON validation calls an integer is
+    one Go's does (one from 2^63 is a ``number`` there). True if anything changed.
+
+        >>> tree = {"a": [9223372036854775808, 9223372036854775807], "b": 18446744073709551615}
+        >>> uint64s_written_back(tree), tree
+        (True, {'a': [9223372036854776000, 9223372036854775807], 'b': 1.8446744073709552e+19})
+    """
+    changed = False
+    pending = [value]
+    while pending:
+        node = pending.pop()
+        items = node.items() if type(node) is dict else enumerate(node)
+        for k, v in items:
+            t = type(v)
+            if t is int:
+                if v >= _INT64_END:
+                    x = float(v)
+                    n = int(Decimal(repr(x)))
+                    if n >= _UINT64_END or n != v:  # (written back already: as it is)
+                        node[k] = n if n < _UINT64_END else x  # (the key or index is there: no resize)
+                        changed = True
+            elif t is dict or t is list:
+                pending.append(v)
     return changed
 
 

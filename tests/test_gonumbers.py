@@ -3,6 +3,7 @@ shortest digits, below 1e21) and read back by apimachinery's ``util/json`` (``co
 int64 when the text parses as one); ``reflect.Value.Convert`` of one to an int field."""
 
 import math
+from typing import Any
 
 import orjson
 import pytest
@@ -12,7 +13,9 @@ from controlplane.gonumbers import (
     go_int,
     go_json,
     json_text,
+    may_hold_uint64s,
     may_hold_whole_floats,
+    uint64s_written_back,
     whole_floats_written_back,
     written_back,
 )
@@ -101,3 +104,16 @@ def test_go_json_rewrites_only_the_floats_orjson_writes_otherwise() -> None:
 ])
 def test_format_v_is_gos_percent_v(value: float, go: str) -> None:
     assert format_v(value) == go
+
+
+def test_integers_from_2_63_are_the_float64_go_decodes_as_it_writes_it_back() -> None:
+    """apimachinery's util/json: an int64 when the text parses as one, else a float64, which Go
+    writes in its shortest digits (then read back as orjson reads them: an int below 2^64)."""
+    tree: dict[str, Any] = {"a": 9223372036854775808, "b": [9223372036854775807, {"c": 18446744073709551615}],
+                            "d": "9223372036854775808", "e": -9223372036854775808}
+    assert uint64s_written_back(tree)
+    assert tree == {"a": 9223372036854776000, "b": [9223372036854775807, {"c": 18446744073709552000.0}],
+                    "d": "9223372036854775808", "e": -9223372036854775808}
+    assert type(tree["a"]) is int and type(tree["b"][1]["c"]) is float
+    assert not uint64s_written_back(tree)  # (written back: the same again)
+    assert may_hold_uint64s(b'{"a":9223372036854775808}') and not may_hold_uint64s(b'{"a":922337203685477580}')

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 import yaml
 
-from ..gonumbers import may_hold_whole_floats, whole_floats_written_back
+from ..gonumbers import may_hold_uint64s, may_hold_whole_floats, uint64s_written_back, whole_floats_written_back
 from ..gostrings import quote
 from ..registry import ResourceType
 from ..registry.managedfields import (
@@ -291,6 +291,9 @@ def parse_scale_config(namespaced: bool, namespace: str | None, name: str, body:
 def parse_config(rtype: ResourceType, namespace: str | None, name: str, body: bytes) -> dict[str, Any]:
     """The applied configuration: a full object of ``rtype`` named ``name``, as YAML or JSON."""
     config = _load_config(body)
+    if rtype.custom is not None and may_hold_uint64s(body):
+        # (decoded with UseNumber, then apimachinery's ConvertMapNumbers: a float64 past an int64)
+        uint64s_written_back(config)
     _check_object_type(rtype, config)
     meta = config.get("metadata")
     if meta is None:

@@ -41,7 +41,7 @@ import store
 from store import KeyValue, Store
 
 from ..client.transport import WHOLE_BODY_SCOPE_KEY
-from ..gonumbers import go_json
+from ..gonumbers import go_json, may_hold_uint64s, uint64s_written_back
 from ..mergepatch import merge_patch
 from ..metrics import (
     COMPONENT,
@@ -1471,6 +1471,8 @@ class KubeApi:
         except orjson.JSONDecodeError:
             patch = decode_patch(content_type, body)
             body = orjson.dumps(patch)  # (what is read from the body later reads what Go read)
+        if rtype.custom is not None and may_hold_uint64s(body):
+            uint64s_written_back(patch)  # (2^63: a float64 to Go's decoder into unstructured)
         json_patch = content_type == "application/json-patch+json"
         if json_patch:
             patch = _json_patch_operations(patch)
@@ -3439,7 +3441,9 @@ def _decoded(rtype: ResourceType, body: bytes) -> tuple[dict[str, Any], bytes]:
     ``encoding/json`` words, and the body's first bytes): ``kubectl create --raw ... -f pod.yaml``
     sends YAML as JSON. What Go reads and orjson does not (invalid UTF-8, a lone surrogate
     escape: U+FFFD; an integer past 64 bits) is read as Go reads it (``gojson.loads``), and the
-    body given back is that reading's JSON; a number past a float64's range is Go's refusal."""
+    body given back is that reading's JSON; a number past a float64's range is Go's refusal. A
+    custom resource's integer from 2^63 to 2^64 - 1, which orjson reads as an int, is the float64
+    Go's decoder into unstructured makes of it, as Go writes it back (``gonumbers.uint64s_written_back``)."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -3455,6 +3459,8 @@ def _decoded(rtype: ResourceType, body: bytes) -> tuple[dict[str, Any], bytes]:
             value = None
     else:
         if isinstance(value, dict):
+            if rtype.custom is not None and may_hold_uint64s(body):
+                uint64s_written_back(value)
             return value, body
         if value is None:
             raise ApiError.bad_request("the request body must be a JSON object")

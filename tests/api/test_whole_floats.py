@@ -263,3 +263,38 @@ async def test_a_custom_resources_floats_are_written_as_gos_encoder_writes_them(
     assert (await served.http.get(f"{WIDGETS}/w")).json()["spec"]["big"] == 2e20
     r = await served.http.delete(f"{WIDGETS}/w")  # (the object deleted is the answer)
     assert r.status_code == 200 and b'"big":200000000000000000000,' in r.content, r.text
+
+
+async def test_a_custom_resources_integer_past_an_int64_is_a_float64_as_go_decodes_it(served: Served) -> None:
+    """apimachinery's util/json gives an int64 only when the number's text parses as one:
+    ``9223372036854775808`` (2^63) is a float64, validated so (an ``integer`` field refuses it,
+    as it refuses 2^70) and written back in its shortest digits, ``9223372036854776000``; read
+    back, and sent again so, it is the same number (no write). 2^64 - 1 is ``18446744073709552000``.
+    orjson read 2^63 to 2^64 - 1 as ints, stored as sent."""
+    await served_widgets(served)
+    body = (b'{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":'
+            b'{"big":9223372036854775808,"max":18446744073709551615,"int64":9223372036854775807,'
+            b'"list":[9223372036854775809],"text":"9223372036854775808"}}')
+    want = (b'"spec":{"big":9223372036854776000,"max":18446744073709552000,"int64":9223372036854775807,'
+            b'"list":[9223372036854776000],"text":"9223372036854775808"}')
+    r = await served.http.post(WIDGETS, content=body, headers=JSON)
+    assert r.status_code == 201 and want in r.content, r.text
+    got = await served.http.get(f"{WIDGETS}/w")
+    assert want in got.content
+    rv = got.json()["metadata"]["resourceVersion"]
+    r = await served.http.put(f"{WIDGETS}/w", content=got.content, headers=JSON)  # as read: no write
+    assert r.status_code == 200 and r.json()["metadata"]["resourceVersion"] == rv, r.text
+    r = await served.http.patch(f"{WIDGETS}/w", content=b'{"spec":{"big":9223372036854775808}}', headers=MERGE)
+    assert r.json()["metadata"]["resourceVersion"] == rv, r.text
+    r = await served.http.patch(f"{WIDGETS}/w", content=b'[{"op":"add","path":"/spec/added",'
+                                b'"value":9223372036854775808}]', headers=JSON_PATCH)
+    assert r.status_code == 200 and b'"added":9223372036854776000}' in r.content, r.text
+    r = await served.http.patch(f"{WIDGETS}/w", params={"fieldManager": "m"}, headers=APPLY,
+                                content=b"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n"
+                                        b"spec: {applied: 9223372036854775808}\n")
+    assert r.status_code == 200 and b'"applied":9223372036854776000}' in r.content, r.text
+    for field in (b"port", b"replicas"):  # integer fields: a float64 past 2^53 is no integer to them
+        r = await served.http.patch(f"{WIDGETS}/w", content=b'{"spec":{"%s":9223372036854775808}}' % field,
+                                    headers=MERGE)
+        assert status(r, 422, "Invalid")["details"]["causes"][0]["message"] == \
+            f'Invalid value: "number": spec.{field.decode()} in body must be of type integer: "number"'
