@@ -514,8 +514,15 @@ def to_stored_form(rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any]
     """Give a built-in object about to be stored, admitted and validated, the form upstream's
     protobuf storage reads it back in: its empty lists without ``omitempty``, ``[]`` to
     admission, null (``validation.stored_form``; ``changed``: mutating admission changed it).
-    ``old``: the stored object it replaces. Custom resources, stored as JSON, keep theirs."""
+    ``old``: the stored object it replaces. Custom resources, stored as JSON, keep theirs, but
+    for their metadata, which upstream's storage encoding writes back as ObjectMeta (its
+    conversion to the storage version coerces it): what a mutation added to it is settled."""
     if rtype.custom is not None:
+        meta = obj.get("metadata")
+        if changed and type(meta) is dict:
+            found = metadata_shape().check({"metadata": meta}, count_keys=False)
+            if found.emptied:
+                empty_collections(found.emptied)
         return
     shape = shape_of(rtype.group, rtype.version, rtype.kind)
     if shape is not None:
