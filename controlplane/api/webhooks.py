@@ -87,7 +87,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..gonumbers import go_json, may_hold_whole_floats, whole_floats_written_back
+from ..gonumbers import (
+    go_json,
+    may_hold_uint64s,
+    may_hold_whole_floats,
+    uint64s_written_back,
+    whole_floats_written_back,
+)
 from ..metrics import (
     ADMISSION_MATCH_CONDITION_EXCLUSIONS,
     ADMISSION_WEBHOOK_DURATION,
@@ -461,6 +467,9 @@ class AdmissionWebhooks:
         if request.obj is None:
             raise _PatchError(_internal(f'admission webhook "{hook.name}" attempted to modify the object, which is '
                                         "not supported for this operation"), 0)
+        if request.rtype.custom is not None and may_hold_uint64s(orjson.dumps(operations)):
+            # (the patched object is decoded into unstructured: 2^63 is a float64, written back so)
+            uint64s_written_back(operations)
         try:
             patched = gojsonpatch.apply(await self._as(request.obj, request.rtype, invocation.rtype), operations,
                                         decoded=True)

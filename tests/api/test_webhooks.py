@@ -185,6 +185,33 @@ def test_a_webhook_sees_a_custom_resources_whole_float_as_go_writes_it(api: Api,
     assert (big, type(big)) == (10 ** 20, int)
 
 
+def test_a_mutating_webhooks_integer_past_an_int64_in_a_custom_resource_is_a_float64(
+        api: Api, hook: WebhookServer) -> None:
+    """The patched custom resource is decoded into unstructured, where 2^63 is a float64, which
+    Go's encoder writes back in its shortest digits: stored ``9223372036854776000``."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "bigs.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "bigs", "singular": "big", "kind": "Big"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    r = api.http.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
+    assert r.status_code == 201, r.text
+    api.made.append("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/bigs.example.com")
+    bigs = f"/apis/example.com/v1/namespaces/{NS}/bigs"
+    for _ in range(500):
+        if api.http.get(bigs).status_code == 200:
+            break
+        time.sleep(0.01)
+    api.configure(MUTATING, "bigs", [webhook("bigs.example.com", hook, "/add-uint64", rules=[{
+        "operations": ["CREATE"], "apiGroups": ["example.com"], "apiVersions": ["v1"], "resources": ["bigs"]}])])
+    r = api.http.post(bigs, json={"apiVersion": "example.com/v1", "kind": "Big", "metadata": {"name": "b"},
+                                  "spec": {"small": 1}})
+    assert r.status_code == 201, r.text
+    assert b'"spec":{"small":1,"big":9223372036854776000}' in r.content, r.text
+    assert b'"big":9223372036854776000}' in api.http.get(f"{bigs}/b").content
+
+
 def test_a_validating_webhooks_refusal_as_kubectl_shows_it(api: Api, hook: WebhookServer, served: Serve) -> None:
     api.configure(VALIDATING, "deny", [webhook("deny.example.com", hook, "/deny",
                                                objectSelector={"matchLabels": {"bad": "true"}})])

@@ -155,6 +155,9 @@ def _answer(path: str, request: dict[str, Any], calls: int) -> tuple[int, dict[s
     elif path == "/patch-out-of-range":  # a number past a float64's range (Go's decoder refuses it)
         response.update(patchType="JSONPatch", patch=base64.b64encode(
             b'[{"op": "add", "path": "/data/n", "value": 1e400}]').decode())
+    elif path == "/add-uint64":  # an integer past an int64 (a float64 to Go's decoder into unstructured)
+        response.update(patchType="JSONPatch", patch=base64.b64encode(
+            b'[{"op": "add", "path": "/spec/big", "value": 9223372036854775808}]').decode())
     elif path == "/patch-not-a-list":  # JSON, but one operation where the library wants a list
         response.update(patchType="JSONPatch", patch=base64.b64encode(b'{"op": "add"}').decode())
     elif path == "/annotate":
