@@ -55,6 +55,7 @@ from ..metrics import (
 )
 from ..registry import Registry, ResourceType, disruption, managedfields, strategic
 from ..registry.admissionpolicies import SERVED as POLICY_TYPES
+from ..registry.apparmor import version_skew as apparmor_version_skew
 from ..registry.certificates import prepare_csr, set_requestor
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
 from ..registry.crd import GROUP as CRD_GROUP
@@ -1209,6 +1210,8 @@ class KubeApi:
                     "type": "PodScheduled", "status": "False", "lastProbeTime": None,
                     "lastTransitionTime": _now(), "reason": "SchedulingGated",
                     "message": "Scheduling is blocked due to non-empty scheduling gates"}]
+            for warning in apparmor_version_skew(obj):  # applyAppArmorVersionSkew, before validation
+                add_warning(warning)  # (warned here, before the strategy's own warnings, as upstream)
         if self.authorizer is not None and rtype.group == RBAC_GROUP:  # (after mutation, before validation)
             await self._rbac_escalation(rtype, namespace, url_name, obj, None)
         self._admit(rtype, obj, None, None)

@@ -24,6 +24,7 @@ from ..gostrings import quote
 from .admissionpolicies import prepare_validating_admission_policy, prepare_validating_admission_policy_binding
 from .apiservices import name_causes as apiservice_name_causes
 from .apiservices import prepare_apiservice
+from .apparmor import annotation_causes, concerned, create_causes, update_causes
 from .autoscaling import prepare_horizontal_pod_autoscaler
 from .corevalidation import endpoints_warnings, prepare_endpoints, prepare_node, prepare_pod_template, service_warnings
 from .csi import (
@@ -592,10 +593,19 @@ _PREPARERS: dict[str, Callable[[dict[str, Any], dict[str, Any] | None], Causes]]
 
 def _prepare_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> Causes:
     """A created pod (an update never comes here): its label keys merged into its
-    selectors, as upstream's PrepareForCreate does before validation, then its spec's causes."""
+    selectors, as upstream's PrepareForCreate does before validation, then its causes in
+    ``ValidatePodCreate``'s order: its annotations', its spec's, its AppArmor annotations'
+    agreement with its fields (the AppArmor version skew was applied before: ``api/rest.py``)."""
     merge_label_keys(pod)
     spec = pod.get("spec")
-    return pod_spec_causes(spec if isinstance(spec, dict) else {}, "spec", pod=True)
+    if not isinstance(spec, dict):
+        spec = {}
+    meta = pod.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if not annotations or not isinstance(annotations, dict) or not concerned(annotations):
+        return pod_spec_causes(spec, "spec", pod=True)
+    return annotation_causes(annotations, spec) + pod_spec_causes(spec, "spec", pod=True) + \
+        create_causes(annotations, spec)
 
 
 _PREPARERS["pods"] = _prepare_pod
@@ -727,8 +737,19 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         status, old_status = obj.get("status"), old.get("status")
         status_causes = pod_status_ip_causes(status, old_status if isinstance(old_status, dict) else {}) \
             if isinstance(status, dict) and status is not old_status else []
+        # ValidatePodSpecificAnnotationUpdates, where the annotations changed (unchanged, they
+        # were valid when stored): AppArmor and mirror pod annotations fixed, the new ones valid
+        meta, old_meta = obj.get("metadata"), old.get("metadata")
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        old_annotations = old_meta.get("annotations") if isinstance(old_meta, dict) else None
+        checked: Causes = []
+        fixed: Causes = []
+        if annotations != old_annotations and (annotations or old_annotations):
+            annotations = annotations if isinstance(annotations, dict) else {}
+            checked = annotation_causes(annotations, spec if isinstance(spec, dict) else {})
+            fixed = update_causes(annotations, old_annotations if isinstance(old_annotations, dict) else {}) + checked
         if spec is old_spec or not isinstance(spec, dict) or not isinstance(old_spec, dict):
-            return status_causes
+            return status_causes + checked + fixed  # (a status write's has them once, upstream)
         # an update is defaulted as upstream decodes it, and DefaultTolerationSeconds admits
         # it as it admits a create: what is stored has the defaults a PUT or patch left out
         # (the ServiceAccount admission gave it too)
@@ -737,8 +758,8 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         _default_pod(obj)
         spec = obj["spec"]
         if spec == old_spec:
-            return []
-        return status_causes + pod_spec_causes(spec, "spec", pod=True, old=old_spec) + \
+            return checked + fixed
+        return status_causes + checked + pod_spec_causes(spec, "spec", pod=True, old=old_spec) + fixed + \
             pod_update_causes(spec, old_spec)
     if old is not None and plural == "services":
         causes = service_update_causes(obj, old)

@@ -136,7 +136,8 @@ async def test_plain_init_containers_and_static_pods_are_not_resized(client: Cli
         {"name": "s", "resources": {"requests": {"cpu": "200m"}}}]}}, "strategic")
     assert got["spec"]["initContainers"][0]["resources"]["requests"]["cpu"] == "200m"
     await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": "st", "annotations": {"kubernetes.io/config.mirror": "x"}}, "spec": {"containers": [container()]}})
+        "name": "st", "annotations": {"kubernetes.io/config.mirror": "x"}},
+        "spec": {"nodeName": "n1", "containers": [container()]}})  # (a mirror pod names its node)
     cause = await refusal(client, {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
                           "st")
     assert cause["message"] == "Forbidden: static pods cannot be resized"

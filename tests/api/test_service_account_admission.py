@@ -136,7 +136,9 @@ async def test_a_podgen_pod_which_mounts_its_own_volume_passes_untouched(client:
 
 async def test_mirror_pods_are_left_alone_and_refused_accounts_secrets_and_tokens(client: Client) -> None:
     mirror = {"kubernetes.io/config.mirror": "abc"}
-    created = await client.create(PODS, {**pod("static"), "metadata": {"name": "static", "annotations": mirror}})
+    # (a mirror pod names its node: ValidatePodSpecificAnnotations)
+    created = await client.create(PODS, {**pod("static", nodeName="n1"),
+                                         "metadata": {"name": "static", "annotations": mirror}})
     assert "serviceAccountName" not in created["spec"] and "serviceAccount" not in created["spec"]
     assert "volumes" not in created["spec"]
     refused: list[tuple[str, dict[str, Any], str]] = [

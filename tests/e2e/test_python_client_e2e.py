@@ -94,7 +94,7 @@ def test_a_cause_without_a_field_has_none(api: client.ApiClient) -> None:
     core = client.CoreV1Api(api)
     core.create_namespaced_pod("default", client.V1Pod(
         metadata=client.V1ObjectMeta(name="static", annotations={"kubernetes.io/config.mirror": "x"}),
-        spec=client.V1PodSpec(containers=[client.V1Container(
+        spec=client.V1PodSpec(node_name="n1", containers=[client.V1Container(  # (a mirror pod names its node)
             name="c", image="nginx", resources=client.V1ResourceRequirements(requests={"cpu": "100m"}))])))
     with pytest.raises(client.ApiException) as failed:
         core.patch_namespaced_pod_resize("static", "default", {"spec": {"containers": [

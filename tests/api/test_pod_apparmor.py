@@ -1,0 +1,174 @@
+"""A pod's deprecated AppArmor annotations beside its ``appArmorProfile`` fields, as kube-apiserver
+1.34+ (KEP-24 phase 2, kubernetes/kubernetes#131989): copied into the fields at a create and warned
+of (the pod strategy's ``applyAppArmorVersionSkew``), checked against the fields and the containers,
+fixed once the pod exists (``ValidatePodSpecificAnnotations``, ``ValidatePodSpecificAnnotationUpdates``,
+``validateAppArmorAnnotationsAndFieldsMatchOnCreate``); over a real socket, as clients see it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.test_validation_gaps import causes_of
+from tests.e2e.test_kubectl import KUBECTL
+from tests.front_socket import front_on_socket
+from tests.test_cli import Serve, running, start_serve
+
+PODS = "/api/v1/namespaces/default/pods"
+AA = "container.apparmor.security.beta.kubernetes.io/"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+def warned(key: str) -> str:
+    words = 'deprecated since v1.30; use the \\"appArmorProfile\\" field instead'
+    return f'299 - "metadata.annotations[{AA}{key}]: {words}"'
+
+
+@pytest.fixture
+async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    async with front_on_socket(tmp_path) as (port, _), \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        yield client
+
+
+def pod(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": annotations},
+            "spec": {"containers": [{"name": "a", "image": "x"}], **spec}}
+
+
+def profiles(stored: dict[str, Any]) -> dict[str, Any]:
+    spec = stored["spec"]
+    return {c["name"]: (c.get("securityContext") or {}).get("appArmorProfile")
+            for c in spec.get("initContainers", []) + spec["containers"]}
+
+
+async def test_an_annotation_without_its_field_is_copied_into_it_at_create_and_warned_of(
+        http: httpx.AsyncClient) -> None:
+    body = pod("copied", {AA + "a": "localhost/k8s-nginx", AA + "b": "runtime/default", AA + "own": "unconfined",
+                          "team": "web"},
+               securityContext={"appArmorProfile": {"type": "RuntimeDefault"}},
+               initContainers=[{"name": "i", "image": "x"}])
+    body["spec"]["containers"] += [{"name": "b", "image": "x"}, {"name": "own", "image": "x", "securityContext": {
+        "appArmorProfile": {"type": "Unconfined"}}}]
+    r = await http.post(PODS, json=body)
+    assert r.status_code == 201, r.text
+    # a: copied; b: the pod's own profile already, left; own: its own field kept, the annotation
+    # saying the same
+    assert profiles(r.json()) == {"i": None, "a": {"type": "Localhost", "localhostProfile": "k8s-nginx"},
+                                  "b": None, "own": {"type": "Unconfined"}}
+    assert r.headers.get_list("warning") == [warned("a")]
+    assert r.json()["metadata"]["annotations"] == body["metadata"]["annotations"]  # kept, never the reverse
+    assert profiles((await http.get(f"{PODS}/copied")).json())["a"] == {"type": "Localhost",
+                                                                        "localhostProfile": "k8s-nginx"}
+    # an annotation that means no valid profile ("localhost/" names none) is warned of, nothing copied;
+    # the containers are visited as upstream visits them, init containers first
+    body = pod("nothing", {AA + "a": "unconfined", AA + "i": "localhost/"},
+               initContainers=[{"name": "i", "image": "x"}])
+    r = await http.post(PODS, json=body)
+    assert r.status_code == 201 and profiles(r.json()) == {"i": None, "a": {"type": "Unconfined"}}, r.text
+    assert r.headers.get_list("warning") == [warned("i"), warned("a")]
+    # a field is no longer copied into an annotation (1.34+); a Windows pod's annotation is left alone
+    r = await http.post(PODS, json=pod("fields", {}, securityContext={"appArmorProfile": {"type": "Unconfined"}}))
+    assert r.status_code == 201 and r.json()["metadata"].get("annotations") is None, r.text
+    r = await http.post(PODS, json=pod("windows", {AA + "a": "runtime/default"}, os={"name": "windows"}))
+    assert r.status_code == 201 and profiles(r.json()) == {"a": None} and not r.headers.get_list("warning"), r.text
+
+
+async def test_annotations_that_name_no_container_or_profile_or_disagree_are_422(http: httpx.AsyncClient) -> None:
+    r = await http.post(PODS, json=pod("stray", {AA + "gone": "bogus"}))
+    assert causes_of(r) == [f'metadata.annotations[{AA}gone]: Invalid value: "gone": container not found',
+                            f'metadata.annotations[{AA}gone]: Invalid value: "bogus": '
+                            'invalid AppArmor profile name: "bogus"']
+    body = pod("disagree", {AA + "a": "unconfined", AA + "b": "localhost/y"})
+    body["spec"]["containers"][0]["securityContext"] = {"appArmorProfile": {"type": "RuntimeDefault"}}
+    body["spec"]["containers"].append({"name": "b", "image": "x", "securityContext": {
+        "appArmorProfile": {"type": "Localhost", "localhostProfile": "x"}}})
+    r = await http.post(PODS, json=body)
+    assert causes_of(r) == [
+        "spec.containers[0].securityContext.appArmorProfile.type: Forbidden: "
+        "apparmor type in annotation and field must match",
+        "spec.containers[1].securityContext.appArmorProfile.localhostProfile: Forbidden: "
+        "apparmor profile in annotation and field must match"]
+    assert r.json()["message"].startswith('Pod "disagree" is invalid: [spec.containers[0]')
+    # a pod-level profile that disagrees is not refused: the annotation becomes the container's own
+    r = await http.post(PODS, json=pod("pod-level", {AA + "a": "unconfined"},
+                                       securityContext={"appArmorProfile": {"type": "RuntimeDefault"}}))
+    assert r.status_code == 201 and profiles(r.json()) == {"a": {"type": "Unconfined"}}, r.text
+    r = await http.post(PODS, json=pod("mirror", {"kubernetes.io/config.mirror": "abc"}))
+    assert causes_of(r) == ['metadata.annotations[kubernetes.io/config.mirror]: Invalid value: "abc": '
+                            "must set spec.nodeName if mirror pod annotation is set"]
+
+
+async def test_apparmor_annotations_are_fixed_once_the_pod_exists(http: httpx.AsyncClient) -> None:
+    r = await http.post(PODS, json=pod("fixed", {AA + "a": "runtime/default"}))
+    assert r.status_code == 201, r.text
+    url = f"{PODS}/fixed"
+    changed = f"metadata.annotations[{AA}a]: Forbidden: may not remove or update AppArmor annotations"
+    for change in ({AA + "a": "unconfined"}, {AA + "a": None}):
+        r = await http.patch(url, json={"metadata": {"annotations": change}}, headers=MERGE)
+        assert causes_of(r) == [changed]
+    # an annotation added is refused, and checked as at a create (upstream checks it twice: the
+    # message says each once)
+    r = await http.patch(url, json={"metadata": {"annotations": {AA + "b": "unconfined"}}}, headers=MERGE)
+    stray = f'metadata.annotations[{AA}b]: Invalid value: "b": container not found'
+    assert causes_of(r) == [stray, f"metadata.annotations[{AA}b]: Forbidden: may not add AppArmor annotations", stray]
+    assert r.json()["message"] == f'Pod "fixed" is invalid: [{stray}, metadata.annotations[{AA}b]: Forbidden: ' \
+        "may not add AppArmor annotations]"
+    r = await http.patch(url, json={"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}}, headers=MERGE)
+    assert causes_of(r)[:2] == ['metadata.annotations[kubernetes.io/config.mirror]: Invalid value: "x": '
+                                "must set spec.nodeName if mirror pod annotation is set",
+                                "metadata.annotations[kubernetes.io/config.mirror]: Forbidden: "
+                                "may not add mirror pod annotation"]
+    # other annotations change freely; the pod written back as read is taken, its copied field kept
+    r = await http.patch(url, json={"metadata": {"annotations": {"team": "web"}}}, headers=MERGE)
+    assert r.status_code == 200, r.text
+    r = await http.put(url, json=r.json())
+    assert r.status_code == 200 and profiles(r.json()) == {"a": {"type": "RuntimeDefault"}}, r.text
+    assert not r.headers.get_list("warning")  # (upstream warns of a pod's annotations at its create only)
+
+
+# -- the real clients ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with running(start_serve(tmp_path_factory.mktemp("apparmor"))) as s:
+        yield s
+
+
+def test_kubectl_prints_the_warning_and_the_official_client_reads_the_field(served: Serve) -> None:
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    assert KUBECTL
+    manifest = f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: legacy
+  annotations: {{{AA}web: localhost/k8s-nginx}}
+spec:
+  containers: [{{name: web, image: nginx}}]
+"""
+    env = dict(os.environ, KUBECONFIG=str(served.kubeconfig), HOME=str(served.state))
+    r = subprocess.run([KUBECTL, "apply", "-f", "-"], input=manifest, capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (f"Warning: metadata.annotations[{AA}web]: deprecated since v1.30; "
+            'use the "appArmorProfile" field instead') in r.stderr
+    api = config.new_client_from_config(config_file=str(served.kubeconfig))  # type: ignore[no-untyped-call]
+    try:
+        core = k8s.CoreV1Api(api)
+        got: Any = core.read_namespaced_pod("legacy", "default")
+        profile = got.spec.containers[0].security_context.app_armor_profile
+        assert (profile.type, profile.localhost_profile) == ("Localhost", "k8s-nginx")
+        with pytest.raises(k8s.ApiException) as e:
+            core.patch_namespaced_pod("legacy", "default", {"metadata": {"annotations": {AA + "web": "unconfined"}}})
+        assert e.value.status == 422
+        assert "may not remove or update AppArmor annotations" in (e.value.body or "")
+    finally:
+        api.close()
