@@ -67,6 +67,7 @@ from .podcertificates import prepare_pod_certificate_request
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podresources import default_pod_level_resources
 from .podspec import default_pod_spec, fill
+from .podstatus import status_causes as pod_status_causes
 from .podvalidation import label_key_problems, labels_causes, pod_spec_causes
 from .podwarnings import TEMPLATES, claim_warnings, name_warning, pod_warnings, template_warnings
 from .priorityclasses import prepare_priority_class
@@ -735,8 +736,11 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
             # the zero PodSpec Go decodes, validated as any other: not the stored spec kept
             spec = obj["spec"] = {}
         status, old_status = obj.get("status"), old.get("status")
-        status_causes = pod_status_ip_causes(status, old_status if isinstance(old_status, dict) else {}) \
-            if isinstance(status, dict) and status is not old_status else []
+        status_causes: Causes = []
+        if isinstance(status, dict) and status is not old_status:  # ValidatePodStatusUpdate
+            old_status = old_status if isinstance(old_status, dict) else {}
+            status_causes = pod_status_causes(status, old_status, old_spec if isinstance(old_spec, dict) else {}) + \
+                pod_status_ip_causes(status, old_status)
         # ValidatePodSpecificAnnotationUpdates, where the annotations changed (unchanged, they
         # were valid when stored): AppArmor and mirror pod annotations fixed, the new ones valid
         meta, old_meta = obj.get("metadata"), old.get("metadata")

@@ -66,7 +66,7 @@ def test_the_python_client_lists_pods_after_status_patches_of_empty_items(api: k
     patches = {
         "strategic": ({"status": {"containerStatuses": [{}]}}, "application/strategic-merge-patch+json"),
         "merge": ({"status": {"containerStatuses": [None], "initContainerStatuses": [{"name": "i"}],
-                              "conditions": [{}]}},
+                              "conditions": [{"type": "Ready"}]}},  # (a type is required: a qualified name)
                   "application/merge-patch+json"),
         "json": ([{"op": "add", "path": "/status/ephemeralContainerStatuses", "value": [{"name": "e"}]}],
                  "application/json-patch+json"),
@@ -80,7 +80,7 @@ def test_the_python_client_lists_pods_after_status_patches_of_empty_items(api: k
     assert cs.container_id is None and cs.started is None  # omitempty upstream: not invented
     merged = pods["merge"].status
     assert merged.container_statuses[0].restart_count == 0 and merged.init_container_statuses[0].name == "i"
-    assert (merged.conditions[0].type, merged.conditions[0].status) == ("", "")
+    assert (merged.conditions[0].type, merged.conditions[0].status) == ("Ready", "")
     assert pods["json"].status.ephemeral_container_statuses[0].image_id == ""
     # and a single read
     assert core.read_namespaced_pod_status("merge", "default").status.conditions[0].status == ""

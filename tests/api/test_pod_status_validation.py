@@ -1,0 +1,99 @@
+"""A pod's status write checked as upstream's ``ValidatePodStatusUpdate`` checks it, over a real
+socket: custom condition types, the nominated node, the QoS class fixed at create, containers
+that may not run again, resource claim statuses naming the pod's claims."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.test_validation_gaps import causes_of
+from tests.front_socket import front_on_socket
+
+PODS = "/api/v1/namespaces/default/pods"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+DNS_HINT = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+            "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+            r"'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+@pytest.fixture
+async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    async with front_on_socket(tmp_path) as (port, _), \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        yield client
+
+
+async def create(http: httpx.AsyncClient, name: str, **spec: Any) -> None:
+    r = await http.post(PODS, json={"metadata": {"name": name}, "spec": {
+        "containers": [{"name": "c", "image": "nginx"}], **spec}})
+    assert r.status_code == 201, r.text
+
+
+async def status(http: httpx.AsyncClient, name: str, value: dict[str, Any]) -> httpx.Response:
+    return await http.patch(f"{PODS}/{name}/status", json={"status": value}, headers=MERGE)
+
+
+def terminated(code: int) -> dict[str, Any]:
+    return {"name": "c", "image": "nginx", "imageID": "", "ready": False, "restartCount": 0,
+            "state": {"terminated": {"exitCode": code}}}
+
+
+def running() -> dict[str, Any]:
+    return {"name": "c", "image": "nginx", "imageID": "", "ready": True, "restartCount": 1, "state": {"running": {}}}
+
+
+async def test_a_status_write_is_checked_as_upstreams(http: httpx.AsyncClient) -> None:
+    await create(http, "p")
+    r = await status(http, "p", {"qosClass": "Guaranteed"})
+    assert causes_of(r) == ['status.qosClass: Invalid value: "Guaranteed": field is immutable']
+    r = await status(http, "p", {"nominatedNodeName": "Node_1"})
+    assert causes_of(r) == [f'status.nominatedNodeName: Invalid value: "Node_1": {DNS_HINT}']
+    r = await status(http, "p", {"conditions": [{"type": "Ready", "status": "True"},
+                                                {"type": "example.com/not valid", "status": "True"}]})
+    found = causes_of(r)  # (upstream's path, under metadata, and its field name, Type)
+    assert len(found) == 1 and found[0].startswith(
+        'metadata.conditions[1].Type: Invalid value: "example.com/not valid": name part must consist of'), found
+    r = await status(http, "p", {"resourceClaimStatuses": [{"name": "gpu"}]})
+    assert causes_of(r) == ["status.resourceClaimStatuses[0].name: Invalid value: \"gpu\": "
+                            "must match the name of an entry in `spec.resourceClaims`"]
+    # what is valid is taken: a custom condition of a qualified name, a node's name, the class kept
+    r = await status(http, "p", {"qosClass": "BestEffort", "nominatedNodeName": "node-1",
+                                 "conditions": [{"type": "example.com/Warm", "status": "True"}]})
+    assert r.status_code == 200, r.text
+
+
+async def test_a_container_terminated_for_good_stays_terminated(http: httpx.AsyncClient) -> None:
+    for policy in ("Never", "OnFailure", "Always"):
+        name = policy.lower()
+        await create(http, name, restartPolicy=policy)
+        r = await status(http, name, {"containerStatuses": [terminated(1)]})
+        assert r.status_code == 200, r.text
+        r = await status(http, name, {"containerStatuses": [running()]})
+        if policy == "Never":  # a failure is final when the pod never restarts; otherwise it is retried
+            assert causes_of(r) == ["status.containerStatuses[0].state: Forbidden: "
+                                    "may not be transitioned to non-terminated state"]
+            continue
+        assert r.status_code == 200, r.text
+        r = await status(http, name, {"containerStatuses": [terminated(0)]})
+        assert r.status_code == 200, r.text
+        r = await status(http, name, {"containerStatuses": [running()]})
+        if policy == "OnFailure":  # a success is final but under Always
+            assert causes_of(r) == ["status.containerStatuses[0].state: Forbidden: "
+                                    "may not be transitioned to non-terminated state"]
+        else:
+            assert r.status_code == 200, r.text
+    # a sidecar (an init container that restarts) may run again, a plain init container not
+    await create(http, "init", restartPolicy="Never", initContainers=[
+        {"name": "setup", "image": "busybox"}, {"name": "proxy", "image": "envoy", "restartPolicy": "Always"}])
+    done = [{**terminated(0), "name": "setup"}, {**terminated(0), "name": "proxy"}]
+    r = await status(http, "init", {"initContainerStatuses": done})
+    assert r.status_code == 200, r.text
+    r = await status(http, "init", {"initContainerStatuses": [{**running(), "name": "setup"},
+                                                              {**running(), "name": "proxy"}]})
+    assert causes_of(r) == ["status.initContainerStatuses[0].state: Forbidden: "
+                            "may not be transitioned to non-terminated state"]
