@@ -122,13 +122,14 @@ def _same(field: Obj, profile: Obj | None) -> bool:
         and field.get("localhostProfile") == profile.get("localhostProfile")
 
 
-def annotation_causes(annotations: Obj, spec: Obj) -> Causes:
+def annotation_causes(annotations: Obj, spec: Obj, path: str = "metadata.annotations") -> Causes:
     """The AppArmor and mirror pod halves of ``ValidatePodSpecificAnnotations``, for the pod's
     (non-empty) annotations: a mirror pod names its node; an AppArmor annotation names a
-    container of the pod and a profile of the known forms."""
+    container of the pod and a profile of the known forms. ``path``: the annotations' (a
+    template's are ``spec.template.annotations``, as upstream's path says it)."""
     causes: Causes = []
     if MIRROR in annotations and not spec.get("nodeName"):
-        causes.append(invalid(f"metadata.annotations[{MIRROR}]", annotations[MIRROR],
+        causes.append(invalid(f"{path}[{MIRROR}]", annotations[MIRROR],
                               "must set spec.nodeName if mirror pod annotation is set"))
     names: set[Any] | None = None
     for key, value in annotations.items():
@@ -137,18 +138,19 @@ def annotation_causes(annotations: Obj, spec: Obj) -> Causes:
         if names is None:
             names = {c.get("name") for c in _containers(spec)}
         container = key[len(PREFIX):]
-        path = f"metadata.annotations[{key}]"
+        at = f"{path}[{key}]"
         if container not in names:
-            causes.append(invalid(path, container, "container not found"))
+            causes.append(invalid(at, container, "container not found"))
         if value not in ("", "runtime/default", "unconfined") and \
                 not (isinstance(value, str) and value.startswith("localhost/")):
-            causes.append(invalid(path, value, f"invalid AppArmor profile name: {quote(str(value))}"))
+            causes.append(invalid(at, value, f"invalid AppArmor profile name: {quote(str(value))}"))
     return causes
 
 
-def create_causes(annotations: Obj, spec: Obj) -> Causes:
+def create_causes(annotations: Obj, spec: Obj, path: str = "spec") -> Causes:
     """``validateAppArmorAnnotationsAndFieldsMatchOnCreate``: where a container has both an
-    annotation and a profile (its own, or else the pod's), they say the same. Not for Windows."""
+    annotation and a profile (its own, or else the pod's), they say the same. Not for Windows.
+    ``path``: the pod spec's (a template's: ``spec.template.spec``)."""
     if _windows(spec) or not _apparmor_keys(annotations):
         return []
     pod_profile = _profile(spec)
@@ -164,16 +166,16 @@ def create_causes(annotations: Obj, spec: Obj) -> Causes:
             annotation = annotations.get(PREFIX + str(c.get("name") or "")) if profile is not None else None
             if profile is None or annotation is None:
                 continue
-            path = f"spec.{key}[{i}].securityContext.appArmorProfile"
+            at = f"{path}.{key}[{i}].securityContext.appArmorProfile"
             kind = profile.get("type")
             if (kind == "Unconfined" and annotation != "unconfined") or \
                     (kind == "RuntimeDefault" and annotation != "runtime/default"):
-                causes.append(forbidden(f"{path}.type", _TYPE_MISMATCH))
+                causes.append(forbidden(f"{at}.type", _TYPE_MISMATCH))
             elif kind == "Localhost":
                 if not (isinstance(annotation, str) and annotation.startswith("localhost/")):
-                    causes.append(forbidden(f"{path}.type", _TYPE_MISMATCH))
+                    causes.append(forbidden(f"{at}.type", _TYPE_MISMATCH))
                 elif profile.get("localhostProfile") != annotation[10:]:
-                    causes.append(forbidden(f"{path}.localhostProfile", _PROFILE_MISMATCH))
+                    causes.append(forbidden(f"{at}.localhostProfile", _PROFILE_MISMATCH))
     return causes
 
 

@@ -30,6 +30,7 @@ import re
 from typing import Any, TypeGuard
 
 from ..quantity import QuantityError, parse_quantity
+from . import apparmor
 from .causes import duplicate, forbidden, invalid, not_found, not_supported, required, too_many
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .ipfields import pod_spec_ip_causes
@@ -1063,7 +1064,16 @@ def template_causes(plural: str, spec: Obj, path: str, old_spec: Obj | None = No
     # mounts may name volumeClaimTemplates, not volumes); its pods are checked when they are created
     old_pod_spec = ((old_spec or {}).get("template") or {}).get("spec")
     if plural != "statefulsets":
+        # ValidatePodTemplateSpec: the pod's own annotation checks, its AppArmor annotations' agreement
+        # with its fields after its spec's (at the template's paths: upstream's, spec.template.annotations[...])
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        if not isinstance(annotations, dict) or not annotations or not apparmor.concerned(annotations):
+            annotations = None
+        if annotations is not None:
+            causes += apparmor.annotation_causes(annotations, pod_spec, f"{path}.template.annotations")
         causes += pod_spec_causes(pod_spec, at, old=old_pod_spec if isinstance(old_pod_spec, dict) else None)
+        if annotations is not None:
+            causes += apparmor.create_causes(annotations, pod_spec, at)
     restart = pod_spec.get("restartPolicy")
     if restart not in allowed:  # (an unknown one is pod_spec_causes' too: upstream says both)
         causes.append(not_supported(f"{at}.restartPolicy", restart, allowed))

@@ -172,3 +172,30 @@ spec:
         assert "may not remove or update AppArmor annotations" in (e.value.body or "")
     finally:
         api.close()
+
+
+async def test_a_workload_templates_annotations_are_checked_at_its_paths(http: httpx.AsyncClient) -> None:
+    # ValidatePodTemplateSpec runs the pod's checks, on every write of the template (upstream's
+    # "OnCreate" check included: kubernetes/kubernetes#128306 shows a Deployment refused by it)
+    deployments = "/apis/apps/v1/namespaces/default/deployments"
+    template: dict[str, Any] = {
+        "metadata": {"labels": {"app": "web"}, "annotations": {AA + "web": "unconfined", AA + "gone": "localhost/p"}},
+        "spec": {"containers": [{"name": "web", "image": "nginx", "securityContext": {
+            "appArmorProfile": {"type": "RuntimeDefault"}}}]}}
+    body = {"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": template}}
+    r = await http.post(deployments, json=body)
+    assert causes_of(r) == [
+        f'spec.template.annotations[{AA}gone]: Invalid value: "gone": container not found',
+        "spec.template.spec.containers[0].securityContext.appArmorProfile.type: Forbidden: "
+        "apparmor type in annotation and field must match"]
+    del template["metadata"]["annotations"][AA + "gone"]
+    template["spec"]["containers"][0]["securityContext"]["appArmorProfile"]["type"] = "Unconfined"
+    r = await http.post(deployments, json=body)
+    assert r.status_code == 201, r.text
+    jobs = "/apis/batch/v1/namespaces/default/cronjobs"
+    cron = {"metadata": {"name": "nightly"}, "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"template": {
+        "metadata": {"annotations": {AA + "stray": "runtime/default"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "job", "image": "busybox"}]}}}}}}
+    r = await http.post(jobs, json=cron)
+    assert causes_of(r) == [f'spec.jobTemplate.spec.template.annotations[{AA}stray]: Invalid value: "stray": '
+                            "container not found"]
