@@ -55,7 +55,6 @@ from ..metrics import (
 )
 from ..registry import Registry, ResourceType, disruption, managedfields, strategic
 from ..registry.admissionpolicies import SERVED as POLICY_TYPES
-from ..registry.apparmor import version_skew as apparmor_version_skew
 from ..registry.certificates import prepare_csr, set_requestor
 from ..registry.conversion import EVENTS_V1, Conversion, conversion_for, validate_events_v1
 from ..registry.crd import GROUP as CRD_GROUP
@@ -65,6 +64,7 @@ from ..registry.custom import present
 from ..registry.ephemeral import ephemeral_update
 from ..registry.managedfields import SCALE_TYPE
 from ..registry.observedgeneration import keep_observed_generations
+from ..registry.podannotations import version_skew as apparmor_version_skew
 from ..registry.podcertificates import go_time
 from ..registry.podspec import pair_ips, qos_class
 from ..registry.podvalidation import label_key_problems

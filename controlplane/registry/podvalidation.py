@@ -30,7 +30,7 @@ import re
 from typing import Any, TypeGuard
 
 from ..quantity import QuantityError, parse_quantity
-from . import apparmor
+from . import podannotations
 from .causes import duplicate, forbidden, invalid, not_found, not_supported, required, too_many
 from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .ipfields import pod_spec_ip_causes
@@ -922,8 +922,12 @@ def _seccomp(profile: Any, path: str, causes: Causes) -> None:
     if kind not in _PROFILE_TYPES:
         causes.append(required(f"{path}.type", "type is required when seccompProfile is set") if not kind
                       else not_supported(f"{path}.type", kind, _PROFILE_TYPES))
-    elif kind == "Localhost" and profile.get("localhostProfile") is None:
-        causes.append(required(f"{path}.localhostProfile", "must be set when seccomp type is Localhost"))
+    elif kind == "Localhost":
+        local = profile.get("localhostProfile")
+        if local is None:
+            causes.append(required(f"{path}.localhostProfile", "must be set when seccomp type is Localhost"))
+        elif isinstance(local, str) and (local.startswith("/") or ".." in local):  # validateLocalDescendingPath
+            causes.extend(podannotations.local_descending_path(local, f"{path}.localhostProfile"))
 
 
 def _apparmor(profile: Any, path: str, causes: Causes) -> None:
@@ -1067,13 +1071,13 @@ def template_causes(plural: str, spec: Obj, path: str, old_spec: Obj | None = No
         # ValidatePodTemplateSpec: the pod's own annotation checks, its AppArmor annotations' agreement
         # with its fields after its spec's (at the template's paths: upstream's, spec.template.annotations[...])
         annotations = meta.get("annotations") if isinstance(meta, dict) else None
-        if not isinstance(annotations, dict) or not annotations or not apparmor.concerned(annotations):
+        if not isinstance(annotations, dict) or not annotations or not podannotations.concerned(annotations):
             annotations = None
         if annotations is not None:
-            causes += apparmor.annotation_causes(annotations, pod_spec, f"{path}.template.annotations")
+            causes += podannotations.annotation_causes(annotations, pod_spec, f"{path}.template.annotations")
         causes += pod_spec_causes(pod_spec, at, old=old_pod_spec if isinstance(old_pod_spec, dict) else None)
         if annotations is not None:
-            causes += apparmor.create_causes(annotations, pod_spec, at)
+            causes += podannotations.create_causes(annotations, pod_spec, at)
     restart = pod_spec.get("restartPolicy")
     if restart not in allowed:  # (an unknown one is pod_spec_causes' too: upstream says both)
         causes.append(not_supported(f"{at}.restartPolicy", restart, allowed))

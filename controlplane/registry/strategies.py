@@ -24,7 +24,6 @@ from ..gostrings import quote
 from .admissionpolicies import prepare_validating_admission_policy, prepare_validating_admission_policy_binding
 from .apiservices import name_causes as apiservice_name_causes
 from .apiservices import prepare_apiservice
-from .apparmor import annotation_causes, concerned, create_causes, update_causes
 from .autoscaling import prepare_horizontal_pod_autoscaler
 from .corevalidation import endpoints_warnings, prepare_endpoints, prepare_node, prepare_pod_template, service_warnings
 from .csi import (
@@ -62,6 +61,14 @@ from .networking import (
     prepare_ingress,
     prepare_ingress_class,
     prepare_network_policy,
+)
+from .podannotations import (
+    DELETION_COST,
+    annotation_causes,
+    concerned,
+    create_causes,
+    update_causes,
+    valid_deletion_cost,
 )
 from .podcertificates import prepare_pod_certificate_request
 from .podgroups import prepare_podgroup, prepare_scheduling_workload
@@ -750,8 +757,11 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         fixed: Causes = []
         if annotations != old_annotations and (annotations or old_annotations):
             annotations = annotations if isinstance(annotations, dict) else {}
-            checked = annotation_causes(annotations, spec if isinstance(spec, dict) else {})
-            fixed = update_causes(annotations, old_annotations if isinstance(old_annotations, dict) else {}) + checked
+            old_annotations = old_annotations if isinstance(old_annotations, dict) else {}
+            # (AllowInvalidPodDeletionCost: a pod stored with an invalid cost may keep it)
+            invalid_cost = DELETION_COST in old_annotations and not valid_deletion_cost(old_annotations[DELETION_COST])
+            checked = annotation_causes(annotations, spec if isinstance(spec, dict) else {}, invalid_cost=invalid_cost)
+            fixed = update_causes(annotations, old_annotations) + checked
         if spec is old_spec or not isinstance(spec, dict) or not isinstance(old_spec, dict):
             return status_causes + checked + fixed  # (a status write's has them once, upstream)
         # an update is defaulted as upstream decodes it, and DefaultTolerationSeconds admits

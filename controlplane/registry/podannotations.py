@@ -1,13 +1,20 @@
-"""A pod's deprecated AppArmor annotations (``container.apparmor.security.beta.kubernetes.io/<container>``)
-beside its ``appArmorProfile`` fields, as kube-apiserver 1.34+ treats them (KEP-24's version skew,
+"""The annotations of a pod (and of a workload's pod template) that kube-apiserver reads:
+upstream's ``ValidatePodSpecificAnnotations``, ``ValidatePodSpecificAnnotationUpdates`` and the
+annotation/field agreement checks of ``pkg/apis/core/validation``, and the pod strategy's AppArmor
+version skew.
+
+The deprecated AppArmor annotations (``container.apparmor.security.beta.kubernetes.io/<container>``)
+beside the ``appArmorProfile`` fields, as kube-apiserver 1.34+ treats them (KEP-24's version skew,
 phase 2, kubernetes/kubernetes#131989): at a create, an annotation without its container's field is
 copied into the field (the pod strategy's ``applyAppArmorVersionSkew``), never the reverse any more;
-the annotations are checked on every write and fixed once the pod exists (``ValidatePodSpecificAnnotations``,
-``ValidatePodSpecificAnnotationUpdates``, ``validateAppArmorAnnotationsAndFieldsMatchOnCreate`` in
-``pkg/apis/core/validation``), as is the mirror pod annotation those functions check beside them.
+the annotations name containers and profiles, agree with the fields at a create
+(``validateAppArmorAnnotationsAndFieldsMatchOnCreate``) and are fixed once the pod exists. Beside
+them: the mirror pod annotation (names a node, fixed), the seccomp annotations (known profiles,
+agreeing with the ``seccompProfile`` fields at a create: ``validateSeccompAnnotationsAndFields``)
+and ``controller.kubernetes.io/pod-deletion-cost`` (a 32-bit integer).
 
 Cheap on purpose, as every pod write passes here: a pod without annotations costs one test, one
-with annotations a scan of their keys for the prefix::
+with annotations a scan of their keys::
 
     pod = {"metadata": {"annotations": {PREFIX + "web": "runtime/default"}},
            "spec": {"containers": [{"name": "web"}]}}
@@ -18,15 +25,24 @@ with annotations a scan of their keys for the prefix::
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..gostrings import quote
 from .causes import Causes, forbidden, invalid
 
-__all__ = ["PREFIX", "annotation_causes", "concerned", "create_causes", "update_causes", "version_skew"]
+__all__ = ["DELETION_COST", "MIRROR", "PREFIX", "annotation_causes", "concerned", "create_causes",
+           "local_descending_path", "update_causes", "valid_deletion_cost", "version_skew"]
 
 PREFIX = "container.apparmor.security.beta.kubernetes.io/"
 MIRROR = "kubernetes.io/config.mirror"
+SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
+SECCOMP_PREFIX = "container.seccomp.security.alpha.kubernetes.io/"
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+_SECCOMP_TYPE_MISMATCH = "seccomp type in annotation and field must match"
+_SECCOMP_PROFILE_MISMATCH = "seccomp profile in annotation and field must match"
+_PREFIXES = (PREFIX, SECCOMP_PREFIX)
+_INT32 = re.compile(r"[+-]?[0-9]+\Z")
 _WARNING = 'deprecated since v1.30; use the "appArmorProfile" field instead'
 _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")  # VisitContainers' order
 _MAX_LOCALHOST = 4095  # PATH_MAX - 1, as ValidateAppArmorProfileField
@@ -44,9 +60,14 @@ def _apparmor_keys(annotations: Obj) -> bool:
 
 
 def concerned(annotations: Obj) -> bool:
-    """Whether the (non-empty) annotations hold anything checked here: an AppArmor or a
-    mirror pod annotation."""
-    return MIRROR in annotations or _apparmor_keys(annotations)
+    """Whether the (non-empty) annotations hold anything checked here: an AppArmor, seccomp,
+    mirror pod or deletion cost annotation."""
+    if MIRROR in annotations or SECCOMP_POD in annotations or DELETION_COST in annotations:
+        return True
+    for key in annotations:  # noqa: SIM110 (as _apparmor_keys)
+        if key.startswith(_PREFIXES):
+            return True
+    return False
 
 
 def _containers(spec: Obj) -> list[Obj]:
@@ -58,9 +79,9 @@ def _containers(spec: Obj) -> list[Obj]:
     return out
 
 
-def _profile(holder: Any) -> Obj | None:
+def _profile(holder: Any, field: str = "appArmorProfile") -> Obj | None:
     sc = holder.get("securityContext") if isinstance(holder, dict) else None
-    profile = sc.get("appArmorProfile") if isinstance(sc, dict) else None
+    profile = sc.get(field) if isinstance(sc, dict) else None
     return profile if isinstance(profile, dict) else None
 
 
@@ -122,17 +143,27 @@ def _same(field: Obj, profile: Obj | None) -> bool:
         and field.get("localhostProfile") == profile.get("localhostProfile")
 
 
-def annotation_causes(annotations: Obj, spec: Obj, path: str = "metadata.annotations") -> Causes:
-    """The AppArmor and mirror pod halves of ``ValidatePodSpecificAnnotations``, for the pod's
-    (non-empty) annotations: a mirror pod names its node; an AppArmor annotation names a
-    container of the pod and a profile of the known forms. ``path``: the annotations' (a
-    template's are ``spec.template.annotations``, as upstream's path says it)."""
+def annotation_causes(annotations: Obj, spec: Obj, path: str = "metadata.annotations",
+                      invalid_cost: bool = False) -> Causes:
+    """``ValidatePodSpecificAnnotations`` (but its tolerations annotation), for the pod's
+    (non-empty) annotations: a mirror pod names its node; the deletion cost is a 32-bit integer
+    (unless ``invalid_cost``: an update of a pod stored with an invalid one); a seccomp annotation
+    names a known profile; an AppArmor annotation names a container of the pod and a profile of
+    the known forms. ``path``: the annotations' (a template's are ``spec.template.annotations``,
+    as upstream's path says it)."""
     causes: Causes = []
     if MIRROR in annotations and not spec.get("nodeName"):
         causes.append(invalid(f"{path}[{MIRROR}]", annotations[MIRROR],
                               "must set spec.nodeName if mirror pod annotation is set"))
+    if not invalid_cost and DELETION_COST in annotations and not valid_deletion_cost(annotations[DELETION_COST]):
+        causes.append(invalid(f"{path}[{DELETION_COST}]", annotations[DELETION_COST], "must be a 32bit integer"))
+    if SECCOMP_POD in annotations:  # (upstream's path: a child, not a key)
+        causes += _seccomp_annotation(annotations[SECCOMP_POD], f"{path}.{SECCOMP_POD}")
     names: set[Any] | None = None
     for key, value in annotations.items():
+        if key.startswith(SECCOMP_PREFIX):
+            causes += _seccomp_annotation(value, f"{path}.{key}")
+            continue
         if not key.startswith(PREFIX):
             continue
         if names is None:
@@ -147,14 +178,47 @@ def annotation_causes(annotations: Obj, spec: Obj, path: str = "metadata.annotat
     return causes
 
 
-def create_causes(annotations: Obj, spec: Obj, path: str = "spec") -> Causes:
-    """``validateAppArmorAnnotationsAndFieldsMatchOnCreate``: where a container has both an
-    annotation and a profile (its own, or else the pod's), they say the same. Not for Windows.
-    ``path``: the pod spec's (a template's: ``spec.template.spec``)."""
-    if _windows(spec) or not _apparmor_keys(annotations):
+def valid_deletion_cost(value: Any) -> bool:
+    """``GetDeletionCostFromPodAnnotations`` reads it: no ``+`` and no leading zero, then
+    ``strconv.ParseInt(value, 10, 32)``."""
+    if not isinstance(value, str) or not value or not (value[0] == "-" or value == "0" or "1" <= value[0] <= "9"):
+        return False
+    return bool(_INT32.match(value)) and -(2**31) <= int(value) < 2**31
+
+
+def _seccomp_annotation(value: Any, path: str) -> Causes:
+    """``ValidateSeccompProfile``: a known profile; a localhost one a relative path without ``..``."""
+    if value in ("runtime/default", "docker/default", "unconfined"):
         return []
-    pod_profile = _profile(spec)
+    if isinstance(value, str) and value.startswith("localhost/"):
+        return local_descending_path(value[10:], path)
+    return [invalid(path, value, "must be a valid seccomp profile")]
+
+
+def local_descending_path(target: str, path: str) -> Causes:
+    """``validateLocalDescendingPath``: relative, and no ``..`` step."""
     causes: Causes = []
+    if target.startswith("/"):
+        causes.append(invalid(path, target, "must be a relative path"))
+    if ".." in target.split("/"):
+        causes.append(invalid(path, target, "must not contain '..'"))
+    return causes
+
+
+def create_causes(annotations: Obj, spec: Obj, path: str = "spec") -> Causes:
+    """``validateSeccompAnnotationsAndFields`` and ``validateAppArmorAnnotationsAndFieldsMatchOnCreate``:
+    where a pod or container has both an annotation and a profile (for AppArmor, the container's
+    own or else the pod's), they say the same (AppArmor's not for Windows). ``path``: the pod
+    spec's (a template's: ``spec.template.spec``)."""
+    causes: Causes = []
+    pod_seccomp = _profile(spec, "seccompProfile")
+    if pod_seccomp is not None and SECCOMP_POD in annotations:
+        causes += _seccomp_match(annotations[SECCOMP_POD], pod_seccomp, f"{path}.securityContext.seccompProfile")
+    apparmor = not _windows(spec) and _apparmor_keys(annotations)
+    seccomp = _seccomp_keys(annotations)
+    if not apparmor and not seccomp:
+        return causes
+    pod_profile = _profile(spec)
     for key, listed in (("initContainers", spec.get("initContainers")), ("containers", spec.get("containers")),
                         ("ephemeralContainers", spec.get("ephemeralContainers"))):
         if not isinstance(listed, list):
@@ -162,8 +226,16 @@ def create_causes(annotations: Obj, spec: Obj, path: str = "spec") -> Causes:
         for i, c in enumerate(listed):
             if not isinstance(c, dict):
                 continue
+            name = str(c.get("name") or "")
+            if seccomp:
+                own = _profile(c, "seccompProfile")
+                if own is not None and SECCOMP_PREFIX + name in annotations:
+                    causes += _seccomp_match(annotations[SECCOMP_PREFIX + name], own,
+                                             f"{path}.{key}[{i}].securityContext.seccompProfile")
+            if not apparmor:
+                continue
             profile = _profile(c) or pod_profile
-            annotation = annotations.get(PREFIX + str(c.get("name") or "")) if profile is not None else None
+            annotation = annotations.get(PREFIX + name) if profile is not None else None
             if profile is None or annotation is None:
                 continue
             at = f"{path}.{key}[{i}].securityContext.appArmorProfile"
@@ -177,6 +249,27 @@ def create_causes(annotations: Obj, spec: Obj, path: str = "spec") -> Causes:
                 elif profile.get("localhostProfile") != annotation[10:]:
                     causes.append(forbidden(f"{at}.localhostProfile", _PROFILE_MISMATCH))
     return causes
+
+
+def _seccomp_keys(annotations: Obj) -> bool:
+    for key in annotations:  # noqa: SIM110 (as _apparmor_keys)
+        if key.startswith(SECCOMP_PREFIX):
+            return True
+    return False
+
+
+def _seccomp_match(annotation: Any, profile: Obj, path: str) -> Causes:
+    """``validateSeccompAnnotationsAndFieldsMatch``."""
+    kind = profile.get("type")
+    if (kind == "Unconfined" and annotation != "unconfined") or \
+            (kind == "RuntimeDefault" and annotation not in ("runtime/default", "docker/default")):
+        return [forbidden(f"{path}.type", _SECCOMP_TYPE_MISMATCH)]
+    if kind == "Localhost":
+        if not (isinstance(annotation, str) and annotation.startswith("localhost/")):
+            return [forbidden(f"{path}.type", _SECCOMP_TYPE_MISMATCH)]
+        if profile.get("localhostProfile") != annotation[10:]:
+            return [forbidden(f"{path}.localhostProfile", _SECCOMP_PROFILE_MISMATCH)]
+    return []
 
 
 def update_causes(annotations: Obj, old: Obj) -> Causes:

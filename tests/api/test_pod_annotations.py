@@ -1,8 +1,10 @@
-"""A pod's deprecated AppArmor annotations beside its ``appArmorProfile`` fields, as kube-apiserver
-1.34+ (KEP-24 phase 2, kubernetes/kubernetes#131989): copied into the fields at a create and warned
-of (the pod strategy's ``applyAppArmorVersionSkew``), checked against the fields and the containers,
-fixed once the pod exists (``ValidatePodSpecificAnnotations``, ``ValidatePodSpecificAnnotationUpdates``,
-``validateAppArmorAnnotationsAndFieldsMatchOnCreate``); over a real socket, as clients see it."""
+"""The annotations of a pod kube-apiserver reads (``registry/podannotations.py``), over a real
+socket, as clients see them. Its deprecated AppArmor annotations beside its ``appArmorProfile``
+fields, as 1.34+ (KEP-24 phase 2, kubernetes/kubernetes#131989): copied into the fields at a create
+and warned of (the pod strategy's ``applyAppArmorVersionSkew``), checked against the fields and the
+containers, fixed once the pod exists (``ValidatePodSpecificAnnotations``,
+``ValidatePodSpecificAnnotationUpdates``, ``validateAppArmorAnnotationsAndFieldsMatchOnCreate``);
+the mirror pod, seccomp and deletion cost annotations beside them."""
 
 from __future__ import annotations
 
@@ -199,3 +201,42 @@ async def test_a_workload_templates_annotations_are_checked_at_its_paths(http: h
     r = await http.post(jobs, json=cron)
     assert causes_of(r) == [f'spec.jobTemplate.spec.template.annotations[{AA}stray]: Invalid value: "stray": '
                             "container not found"]
+
+
+# -- the other annotations ValidatePodSpecificAnnotations reads ---------------------------------------
+SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
+SECCOMP = "container.seccomp.security.alpha.kubernetes.io/"
+COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+async def test_seccomp_annotations_name_profiles_and_agree_with_the_fields(http: httpx.AsyncClient) -> None:
+    body = pod("seccomp", {SECCOMP_POD: "localhost/../x", SECCOMP + "a": "docker/default", SECCOMP + "b": "bogus"},
+               securityContext={"seccompProfile": {"type": "Unconfined"}})
+    body["spec"]["containers"][0]["securityContext"] = {"seccompProfile": {"type": "Localhost",
+                                                                           "localhostProfile": "/abs"}}
+    r = await http.post(PODS, json=body)
+    assert causes_of(r) == [  # (upstream's annotation paths: a child, not a key)
+        f'metadata.annotations.{SECCOMP_POD}: Invalid value: "../x": must not contain \'..\'',
+        f'metadata.annotations.{SECCOMP}b: Invalid value: "bogus": must be a valid seccomp profile',
+        'spec.containers[0].securityContext.seccompProfile.localhostProfile: Invalid value: "/abs": '
+        "must be a relative path",
+        "spec.securityContext.seccompProfile.type: Forbidden: seccomp type in annotation and field must match",
+        "spec.containers[0].securityContext.seccompProfile.type: Forbidden: seccomp type in annotation and field "
+        "must match"]
+    body = pod("agree", {SECCOMP_POD: "unconfined", SECCOMP + "a": "docker/default"},
+               securityContext={"seccompProfile": {"type": "Unconfined"}})
+    body["spec"]["containers"][0]["securityContext"] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    r = await http.post(PODS, json=body)
+    assert r.status_code == 201, r.text
+
+
+async def test_a_deletion_cost_is_a_32_bit_integer(http: httpx.AsyncClient) -> None:
+    for value in ("+10", "007", "", "2147483648", "1e3", "-"):
+        r = await http.post(PODS, json=pod("cost", {COST: value}))
+        assert causes_of(r) == [f'metadata.annotations[{COST}]: Invalid value: "{value}": must be a 32bit integer']
+    for value in ("0", "-2147483648", "2147483647"):
+        r = await http.post(PODS, json=pod(f"cost{value}".replace("-", "m"), {COST: value}))
+        assert r.status_code == 201, r.text
+    r = await http.patch(f"{PODS}/cost0", json={"metadata": {"annotations": {COST: "1.5"}}}, headers=MERGE)
+    bad = f'metadata.annotations[{COST}]: Invalid value: "1.5": must be a 32bit integer'
+    assert causes_of(r) == [bad, bad] and r.json()["message"] == f'Pod "cost0" is invalid: {bad}'  # (checked twice)
