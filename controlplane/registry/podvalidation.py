@@ -1078,6 +1078,8 @@ def template_causes(plural: str, spec: Obj, path: str, old_spec: Obj | None = No
         causes += pod_spec_causes(pod_spec, at, old=old_pod_spec if isinstance(old_pod_spec, dict) else None)
         if annotations is not None:
             causes += podannotations.create_causes(annotations, pod_spec, at)
+        if pod_spec.get("ephemeralContainers"):
+            causes.append(forbidden(f"{at}.ephemeralContainers", "ephemeral containers not allowed in pod template"))
     restart = pod_spec.get("restartPolicy")
     if restart not in allowed:  # (an unknown one is pod_spec_causes' too: upstream says both)
         causes.append(not_supported(f"{at}.restartPolicy", restart, allowed))

@@ -25,6 +25,7 @@ from .admissionpolicies import prepare_validating_admission_policy, prepare_vali
 from .apiservices import name_causes as apiservice_name_causes
 from .apiservices import prepare_apiservice
 from .autoscaling import prepare_horizontal_pod_autoscaler
+from .causes import forbidden
 from .corevalidation import endpoints_warnings, prepare_endpoints, prepare_node, prepare_pod_template, service_warnings
 from .csi import (
     prepare_csi_driver,
@@ -611,9 +612,15 @@ def _prepare_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> Causes:
     meta = pod.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, dict) else None
     if not annotations or not isinstance(annotations, dict) or not concerned(annotations):
-        return pod_spec_causes(spec, "spec", pod=True)
-    return annotation_causes(annotations, spec) + pod_spec_causes(spec, "spec", pod=True) + \
-        create_causes(annotations, spec)
+        causes = pod_spec_causes(spec, "spec", pod=True)
+        annotations = None
+    else:
+        causes = annotation_causes(annotations, spec) + pod_spec_causes(spec, "spec", pod=True)
+    if spec.get("ephemeralContainers"):  # only through the ephemeralcontainers subresource
+        causes.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))
+    if spec.get("nodeName") and spec.get("schedulingGates"):
+        causes.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
+    return causes + create_causes(annotations, spec) if annotations is not None else causes
 
 
 _PREPARERS["pods"] = _prepare_pod

@@ -406,3 +406,24 @@ async def test_podgroup_and_workload_references_are_validated_as_137s_declaratio
     resp = await served.http.post(f"{api}/podgroups", json=group(
         "g", workloadRef={"workloadName": "train.v1", "templateName": "workers"}))
     assert resp.status_code == 201, resp.text
+
+
+# -- ValidatePodCreate's and ValidatePodTemplateSpec's own checks -------------------------------------
+async def test_ephemeral_containers_and_a_gated_pods_node_are_refused_at_create(served: Served) -> None:
+    pods, deployments = f"{NS}/pods", "/apis/apps/v1/namespaces/default/deployments"
+    containers = [{"name": "c", "image": "nginx"}]
+    r = await served.http.post(pods, json={"metadata": {"name": "debugged"}, "spec": {
+        "containers": containers, "ephemeralContainers": [{"name": "d", "image": "busybox"}]}})
+    assert causes_of(r) == ["spec.ephemeralContainers: Forbidden: cannot be set on create"]
+    r = await served.http.post(pods, json={"metadata": {"name": "gated"}, "spec": {
+        "containers": containers, "nodeName": "n1", "schedulingGates": [{"name": "example.com/wait"}]}})
+    assert causes_of(r) == ["spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"]
+    r = await served.http.post(deployments, json={"metadata": {"name": "web"}, "spec": {
+        "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+            "containers": containers, "ephemeralContainers": [{"name": "d", "image": "busybox"}]}}}})
+    assert causes_of(r) == ["spec.template.spec.ephemeralContainers: Forbidden: "
+                            "ephemeral containers not allowed in pod template"]
+    # the gate may go first, then the node be set: what the scheduler's binding does
+    r = await served.http.post(pods, json={"metadata": {"name": "gated"}, "spec": {
+        "containers": containers, "schedulingGates": [{"name": "example.com/wait"}]}})
+    assert r.status_code == 201, r.text
