@@ -194,6 +194,14 @@ def _refused(kind: str, name: str, stage: str, e: ApiError) -> None:
                     kind, name, stage, kind, e)
 
 
+def _stage_failed(kind: str, name: str, stage: Stage, e: StageError) -> None:
+    """A stage whose status template failed (to render, or rendered what is not a status): logged
+    and counted, not tried again until the object changes, as KWOK logs ``failed to apply stage``
+    and does not retry it. Its steps before the status (the event, the finalizers) stay done."""
+    STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
+    log.warning("%s %s, stage %s: %s", kind, name, stage.name, e)
+
+
 def stage_retry_delay(retries: int, rng: random.Random) -> float:
     """Seconds before a stage whose write failed for the server's sake is run again, its
     ``retries``-th time: KWOK's ``backoffDelayByStep`` over its ``defaultBackoff`` (a second,
@@ -203,6 +211,11 @@ def stage_retry_delay(retries: int, rng: random.Random) -> float:
 
 
 STAGE_RETRY_BASE, STAGE_RETRY_CAP = 1.0, 32 * 60.0
+# the steps of a stage's ``next``, in KWOK's order (its ``StageSpec`` conversion makes a ``next`` these
+# steps, and ``lifecycle.doStageSteps`` runs them so): the event, the finalizers (a patch of their own),
+# the status (its template rendered only then), the delete. A step that fails ends the stage there: a
+# status template that fails to render leaves the event sent and the finalizers changed, and no delete
+STEP_EVENT, STEP_FINALIZERS, STEP_STATUS, STEP_DELETE = range(4)
 HEARTBEAT, POD = 0, 1  # write priorities (``_write``); the rest is 2
 RETRY_AFTER = 1.0  # seconds before a one-off write that failed (a 5xx, 429, a timeout) is made again
 
@@ -490,6 +503,10 @@ class NodeSimulator:
         self._tasks: list[asyncio.Task[Any]] = []
         self.lease_renewals = 0
         self._recorder: Any = None  # the Events of stages' ``next.event`` (controllers.events.Recorder)
+        # a stage whose write failed for the server's sake is tried again from the step that failed, as
+        # KWOK's (its job keeps the step index): ("pod", key) or ("node", name) -> (the retry's generation,
+        # that step); kept for those retries only
+        self._stage_resume: dict[tuple[str, str], tuple[int, int]] = {}
         # the kubelet's Events about pods' containers, written on a lane of their own; with the built-in
         # stages only: a user's stages own the pods' lifecycle, and say its events (``next.event``), as KWOK's
         self._event_writes: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
@@ -1029,6 +1046,7 @@ class NodeSimulator:
         name = (obj.get("metadata") or {}).get("name", "")
         node = self.nodes.pop(name, None)
         if node is not None:
+            self._stage_resume.pop(("node", name), None)
             self.rota.discard(name)
             self.cidrs.release(node.cidr)
             self._release_node_ip(node.ip)  # (as its pod CIDR: a node made later may have it)
@@ -1328,32 +1346,40 @@ class NodeSimulator:
         if not status.get("images"):
             status["images"] = [{"names": [i], "sizeBytes": 700_000} for i in self.config.preloaded_images]
         obj["status"] = status
-        try:
-            rendered = stage.next.render_status(obj, self._template_funcs(node))
-        except StageError as e:
-            STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
-            log.warning("node %s, stage %s: %s", name, stage.name, e)
-            return
-        try:
-            if rendered is not None:
-                for k in ("capacity", "allocatable", "addresses", "images"):
-                    if k in status and k not in rendered:
-                        rendered[k] = status[k]
-                written, node.stage_written = node.stage_written, _STAGE_WRITING
-                try:
-                    answer = await self._kubelet(name).patch(
-                        resource_path("", "v1", "nodes", name=name, subresource="status"), {"status": rendered},
-                        patch_type=self.status_patch)
-                finally:
-                    if node.stage_written == _STAGE_WRITING:  # (else a newer write of it has answered since)
-                        node.stage_written = written
-                node.stage_written = max(node.stage_written, _resource_version(answer))
-                current = self.node_informer.items.get(name)
-                if current is not None and not node.failed and node.stage is None:
-                    # the events that came while it was in flight drew nothing: the informer's
-                    # version, if it is this write's or newer, draws now (an older one's event waits)
-                    self._schedule_node_stage(node, current)
-            await self._finish_stage("", name, stage, obj, resource_path("", "v1", "nodes", name=name))
+        path = resource_path("", "v1", "nodes", name=name)
+        step = self._resume_at("node", name, gen)
+        try:  # the steps in KWOK's order (STEP_EVENT)
+            if step == STEP_EVENT:
+                self._stage_event(stage, obj)
+                step = STEP_FINALIZERS
+            # the finalizers' and the status's writes: the Node's versions before they answer draw nothing
+            written, node.stage_written = node.stage_written, _STAGE_WRITING
+            wrote, failed = 0, None
+            try:
+                if step == STEP_FINALIZERS:
+                    answer = await self._stage_finalizers(stage, obj, path)
+                    wrote = 0 if answer is None else _resource_version(answer)
+                    step = STEP_STATUS
+                if step == STEP_STATUS:
+                    rendered = stage.next.render_status(obj, self._template_funcs(node))
+                    if rendered is not None:
+                        for k in ("capacity", "allocatable", "addresses", "images"):
+                            if k in status and k not in rendered:
+                                rendered[k] = status[k]
+                        answer = await self._kubelet(name).patch(path + "/status", {"status": rendered},
+                                                                 patch_type=self.status_patch)
+                        wrote = _resource_version(answer)
+                    step = STEP_DELETE
+            except StageError as e:
+                failed = e
+            finally:
+                if node.stage_written == _STAGE_WRITING:  # (else a newer write of it has answered since)
+                    node.stage_written = written
+            self._node_stage_wrote(node, wrote)
+            if failed is not None:
+                _stage_failed("node", name, stage, failed)
+                return
+            await self._stage_delete(stage, obj, path)
         except (ApiError, httpx.TransportError, OSError) as e:
             STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
             if isinstance(e, ApiError) and e.code == 404:
@@ -1363,16 +1389,30 @@ class NodeSimulator:
                 _refused("node", name, stage.name, e)
                 return
             # as a pod's: no event of the node may come to draw it again (node-initialize failed:
-            # the node would stay NotReady), so the stage is tried afresh after KWOK's back-off
+            # the node would stay NotReady), so the stage is tried again after KWOK's back-off, from
+            # the step that failed
             if node.stage is None:
                 node.stage_gen += 1
                 node.stage = stage.name
+                self._stage_resume[("node", name)] = (node.stage_gen, step)
                 self.wheel.schedule(time.monotonic() + stage_retry_delay(node.retries, self.rng),
                                     ("node-stage", name, node.stage_gen))
                 node.retries += 1
             raise
         node.retries = 0
         STAGE_TRANSITIONS.labels(stage=stage.name, result="ok").inc()
+
+    def _node_stage_wrote(self, node: _Node, wrote: int) -> None:
+        """A node stage's writes have answered, ``wrote`` the resourceVersion of the last (0: none):
+        the versions before it draw nothing, and the events that came while they were in flight drew
+        nothing: the informer's version, if it is that write's or newer, draws now (an older one's
+        event waits)."""
+        if not wrote:
+            return
+        node.stage_written = max(node.stage_written, wrote)
+        current = self.node_informer.items.get(node.name)
+        if current is not None and not node.failed and node.stage is None:
+            self._schedule_node_stage(node, current)
 
     # ------------------------------------------------------------------ failures
 
@@ -1982,23 +2022,31 @@ class NodeSimulator:
         st.stage = None
         ns, name = key.split("/", 1)
         path = resource_path("", "v1", "pods", ns, name)
-        try:
-            rendered = stage.next.render_status(pod, self._template_funcs(node, pod))
-            if rendered is not None and self.builtin_stages and stage.name == "pod-ready" \
-                    and not may_fail(pod, self.job_failures):
-                rendered = starting(pod, rendered)  # its containers as their probes leave them at the start
-            if rendered is not None:
-                await self._kubelet(node.name).patch(path + "/status", {"status": rendered},
-                                                     patch_type=self.status_patch)
-                if not st.started and rendered.get("phase") == "Running":
-                    st.started = True
-                    POD_START_SECONDS.observe(time.monotonic() - st.seen)
-                    if self.pod_events is not None:
-                        self.pod_events.started(pod, node.name)
-            await self._finish_stage(ns, name, stage, pod, path)
+        step = self._resume_at("pod", key, gen)
+        try:  # the steps in KWOK's order (STEP_EVENT)
+            if step == STEP_EVENT:
+                self._stage_event(stage, pod)
+                step = STEP_FINALIZERS
+            if step == STEP_FINALIZERS:
+                await self._stage_finalizers(stage, pod, path)
+                step = STEP_STATUS
+            if step == STEP_STATUS:
+                rendered = stage.next.render_status(pod, self._template_funcs(node, pod))
+                if rendered is not None and self.builtin_stages and stage.name == "pod-ready" \
+                        and not may_fail(pod, self.job_failures):
+                    rendered = starting(pod, rendered)  # its containers as their probes leave them at the start
+                if rendered is not None:
+                    await self._kubelet(node.name).patch(path + "/status", {"status": rendered},
+                                                         patch_type=self.status_patch)
+                    if not st.started and rendered.get("phase") == "Running":
+                        st.started = True
+                        POD_START_SECONDS.observe(time.monotonic() - st.seen)
+                        if self.pod_events is not None:
+                            self.pod_events.started(pod, node.name)
+                step = STEP_DELETE
+            await self._stage_delete(stage, pod, path)
         except StageError as e:
-            STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
-            log.warning("pod %s, stage %s: %s", key, stage.name, e)
+            _stage_failed("pod", key, stage, e)
             return
         except (ApiError, httpx.TransportError, OSError) as e:
             STAGE_TRANSITIONS.labels(stage=stage.name, result="error").inc()
@@ -2009,8 +2057,10 @@ class NodeSimulator:
                 _refused("pod", key, stage.name, e)
                 return
             # (a 500, or a server too busy to answer in time) the informer may deliver the pod
-            # again, or not: the stage is tried afresh after KWOK's back-off either way
+            # again, or not: the stage is tried again after KWOK's back-off either way, from the
+            # step that failed (the event is not sent twice)
             st.gen += 1
+            self._stage_resume[("pod", key)] = (st.gen, step)
             self.wheel.schedule(time.monotonic() + stage_retry_delay(st.retries, self.rng), ("pod", key, st.gen))
             st.retries += 1
             st.stage = stage.name
@@ -2222,31 +2272,49 @@ class NodeSimulator:
         if self.pod_events is not None and again:
             self.pod_events.restarted(pod, node.name)
 
-    async def _finish_stage(self, ns: str, name: str, stage: Stage, obj: dict[str, Any], path: str) -> None:
-        """The event, finalizer and delete parts of a stage's ``next``."""
-        meta = obj.get("metadata") or {}
+    def _stage_event(self, stage: Stage, obj: dict[str, Any]) -> None:
+        """A stage's ``next.event``: recorded as KWOK's recorder does, in the background and best effort."""
         event = stage.next.event
-        if event is not None:  # as KWOK's recorder does, in the background and best effort
-            if self._recorder is None:
-                from ..controllers.events import Recorder
+        if event is None:
+            return
+        if self._recorder is None:
+            from ..controllers.events import Recorder
 
-                self._recorder = Recorder(self.client, "kwok_controller")
-            self._recorder.record(stage.kind, obj, event.get("reason", ""), event.get("message", ""),
-                                  event.get("type") or "Normal")
-        finalizers = stage.next.finalizers(list(meta.get("finalizers") or []))
-        if finalizers is not None and finalizers != list(meta.get("finalizers") or []):
-            await self.client.patch(path, {"metadata": {"finalizers": finalizers or None}}, patch_type="merge")
-        if stage.next.delete:
-            try:
-                # as the kubelet does once the containers are gone: no further grace (a Node's
-                # stage: KWOK's controller's delete)
-                deleter = self._kubelet((obj.get("spec") or {}).get("nodeName") or "") if stage.kind == "Pod" \
-                    else self.client
-                await deleter.delete(path, {"gracePeriodSeconds": 0, "preconditions": {"uid": meta.get("uid")}},
-                                     gracePeriodSeconds="0")
-            except ApiError as e:
-                if e.code != 404:
-                    raise
+            self._recorder = Recorder(self.client, "kwok_controller")
+        self._recorder.record(stage.kind, obj, event.get("reason", ""), event.get("message", ""),
+                              event.get("type") or "Normal")
+
+    async def _stage_finalizers(self, stage: Stage, obj: dict[str, Any], path: str) -> dict[str, Any] | None:
+        """A stage's ``next.finalizers``: a patch of its own of the object (not its status), as KWOK's
+        controller sends it; the answer, or None if they are as the stage wants them already."""
+        current = list((obj.get("metadata") or {}).get("finalizers") or [])
+        finalizers = stage.next.finalizers(current)
+        if finalizers is None or finalizers == current:
+            return None
+        answer: dict[str, Any] = await self.client.patch(path, {"metadata": {"finalizers": finalizers or None}},
+                                                         patch_type="merge")
+        return answer
+
+    async def _stage_delete(self, stage: Stage, obj: dict[str, Any], path: str) -> None:
+        """A stage's ``next.delete``: as the kubelet does once the containers are gone, no further
+        grace (a Node's stage: KWOK's controller's delete)."""
+        if not stage.next.delete:
+            return
+        try:
+            deleter = self._kubelet((obj.get("spec") or {}).get("nodeName") or "") if stage.kind == "Pod" \
+                else self.client
+            await deleter.delete(path, {"gracePeriodSeconds": 0,
+                                        "preconditions": {"uid": (obj.get("metadata") or {}).get("uid")}},
+                                 gracePeriodSeconds="0")
+        except ApiError as e:
+            if e.code != 404:
+                raise
+
+    def _resume_at(self, kind: str, key: str, gen: int) -> int:
+        """The step a stage run as generation ``gen`` starts at: the one that failed, for the retry
+        of a stage whose write failed for the server's sake; else the first (the event)."""
+        resume = self._stage_resume.pop((kind, key), None)
+        return resume[1] if resume is not None and resume[0] == gen else STEP_EVENT
 
     def _pod_gone(self, pod: dict[str, Any]) -> None:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
@@ -2257,6 +2325,7 @@ class NodeSimulator:
         st = self.pods.get(key)
         if st is not None and st.uid == meta.get("uid"):
             del self.pods[key]
+            self._stage_resume.pop(("pod", key), None)
             self._pulls.pop(key, None)
             self._unblock(key)
             self._parked.discard(key)

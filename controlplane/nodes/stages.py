@@ -1,12 +1,13 @@
 """Lifecycles as data: KWOK's ``Stage`` resource (``kwok.x-k8s.io/v1alpha1``).
 
 A stage says: for objects of ``resourceRef`` that match ``selector``, after
-``delay``, do ``next`` (render ``statusTemplate`` into the status, change the
-finalizers, delete). The simulator evaluates a pod's (or node's) stages on
-every change it sees: of the stages that match, one is drawn by weight
-(``StageSet.choose``, KWOK's rule) and scheduled, replacing the pending one
-unless it is that one; when it fires it runs only if it still matches the
-object as it is then (``StageSet.pending``).
+``delay``, do ``next``, in KWOK's order (send its event, change the finalizers,
+render ``statusTemplate`` into the status, delete: ``simulator.STEP_EVENT``).
+The simulator evaluates a pod's (or node's) stages on every change it sees:
+of the stages that match, one is drawn by weight (``StageSet.choose``, KWOK's
+rule) and scheduled, replacing the pending one unless it is that one; when it
+fires it runs only if it still matches the object as it is then
+(``StageSet.pending``).
 
 Supported fields (the rest of a stage is rejected by name, not ignored):
 

@@ -473,6 +473,98 @@ async def test_node_stages_own_the_node_status_and_emit_events(client: Client) -
         assert sim.status_reports  # pod stages only: nothing else reports the node's status
 
 
+BROKEN_STAGES = """
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: pod-broken}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchLabels: {stage: broken}
+  next:
+    event: {type: Warning, reason: Broken, message: the pod's template fails}
+    finalizers:
+      add: [{value: example.com/broken}]
+    statusTemplate: |
+      podIP: {{ index .status.podIPs 0 }}
+    delete: true
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: node-broken}
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  steps:
+  - event: {type: Normal, reason: Broken, message: the node's template fails}
+  - finalizers:
+      add: [{value: example.com/broken}]
+  - patch:
+      subresource: status
+      root: status
+      template: |
+        phase: {{ index .status.addresses 9 }}
+"""
+
+
+async def test_a_stage_whose_template_fails_still_sends_its_event_and_changes_its_finalizers(
+        client: Client) -> None:
+    """KWOK runs a stage's ``next`` as steps, in order (its conversion of ``next``, and
+    ``lifecycle.doStageSteps``): the event, the finalizers (a JSON patch of the object, apart),
+    then the status patch, whose template is rendered only then, then the delete. A template that
+    fails stops the stage there: the event is sent and the finalizers changed, the status is left as
+    it is and the object is not deleted; the failure is logged, not retried."""
+    from controlplane.metrics import STAGE_TRANSITIONS
+
+    def errors(stage: str) -> float:
+        return float(STAGE_TRANSITIONS.labels(stage=stage, result="error")._value.get())
+
+    before = errors("pod-broken"), errors("node-broken")
+    async with simulating(client, fast(count=1, stages=load_stages(BROKEN_STAGES))):
+        body = pod("broken", "sim-node-0")
+        body["metadata"]["labels"] = {"stage": "broken"}
+        created = await client.create(PODS, body)
+
+        async def events(kind: str, name: str) -> list[dict[str, Any]]:
+            items = (await client.list("/api/v1/events"))["items"]
+            return [e for e in items if (e["involvedObject"].get("kind"), e["involvedObject"].get("name"),
+                                         e["source"].get("component")) == (kind, name, "kwok_controller")]
+
+        [got] = await eventually(lambda: events("Pod", "broken"))
+        assert (got["type"], got["reason"], got["message"]) == ("Warning", "Broken", "the pod's template fails")
+        assert got["involvedObject"]["uid"] == created["metadata"]["uid"]
+        # (a node stage is drawn again by each new version of the Node: its set-up's, the finalizer's)
+        node_events = await eventually(lambda: events("Node", "sim-node-0"))
+        assert {(e["reason"], e["message"]) for e in node_events} == {("Broken", "the node's template fails")}
+
+        async def finalized(path: str) -> dict[str, Any] | None:
+            obj: dict[str, Any] = await client.get(path)
+            return obj if obj["metadata"].get("finalizers") == ["example.com/broken"] else None
+
+        await eventually(lambda: finalized(f"{PODS}/broken"))
+        node = await eventually(lambda: finalized(f"{NODES}/sim-node-0"))
+        assert "phase" not in node["status"]
+        await eventually(lambda: asyncio.sleep(0, errors("pod-broken") > before[0] and
+                                               errors("node-broken") > before[1]))
+        await asyncio.sleep(0.3)  # what came after the failing step would have been done by now
+        got_pod = await client.get(f"{PODS}/broken")  # not deleted: the delete comes after the status
+        assert "podIP" not in got_pod["status"] and not got_pod["metadata"].get("deletionTimestamp")
+
+
+async def test_a_stage_tried_again_resumes_at_the_step_that_failed(client: Client,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """KWOK tries a stage whose write failed for the server's sake again from the step that failed
+    (its job keeps the step index): the event, sent before the status, is not sent twice."""
+    failed = _first_patch_times_out(monkeypatch, "/pods/evented/status")
+    only_pods = NODE_DOWN_STAGES.split("---\n", 1)[1]
+    async with simulating(client, fast(count=1, stages=load_stages(only_pods))):
+        await client.create(PODS, pod("evented", "sim-node-0"))
+        await eventually(lambda: _is(client, "evented", "Running"))
+        assert failed
+        items = (await client.list("/api/v1/namespaces/default/events"))["items"]
+        [got] = [e for e in items if e["involvedObject"].get("name") == "evented"]
+        assert (got["reason"], got["count"]) == ("Started", 1)
+
+
 async def test_a_node_stage_whose_status_write_times_out_is_tried_again(client: Client,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """As a pod's: a node stage whose write fails is run again, since no event of the node may come
