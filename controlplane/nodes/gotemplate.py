@@ -42,7 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BUILTINS", "GoNumber", "Template", "TemplateError", "go_format", "plain", "truthy"]
+__all__ = ["BUILTINS", "GoList", "GoMap", "GoNumber", "Template", "TemplateError", "go_format", "parse_go_int", "plain",
+           "truthy"]
 
 
 class TemplateError(ValueError):
@@ -116,20 +117,45 @@ def truthy(v: Any) -> bool:
                 or (isinstance(v, str | list | dict | tuple) and len(v) == 0))
 
 
+class GoMap(dict[str, Any]):
+    """A map a template made (Sprig's ``dict``): its numbers are Go's (``float64``, ``int``),
+    where the object's maps, and so those of the functions that return a part of it, hold
+    ``json.Number``s. So ``{{ dict "a" 1000000.0 }}`` prints ``map[a:1e+06]``, as Go's ``%v``."""
+
+    __slots__ = ()
+
+
+class GoList(list[Any]):
+    """A list a template made (Sprig's ``list``): Go's numbers, as ``GoMap``."""
+
+    __slots__ = ()
+
+
 def go_format(v: Any) -> str:
-    """How ``{{ v }}`` prints ``v``."""
+    """How ``{{ v }}`` prints ``v``: Go's ``fmt`` ``%v`` (a missing value: ``<no value>``)."""
     if v is None:
         return "<no value>"
+    return _format_v(v, False)
+
+
+def _format_v(v: Any, json_numbers: bool) -> str:
+    """Go's ``%v`` of ``v``: a float as Go's shortest ``%g`` (``1e+06``, ``1.5``), or, in a map or
+    list of the object (``json_numbers``), as the ``json.Number`` KWOK's template holds there
+    (the JSON text: ``1000000``, ``1e+21``); nil in a map or list as ``<nil>``."""
+    if v is None:
+        return "<nil>"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
         return v
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    if isinstance(v, list):
-        return "[" + " ".join(go_format(x) for x in v) + "]"
+    if isinstance(v, float):
+        return _json_float(v) if json_numbers else _go_g(v, None)
+    if isinstance(v, list | tuple):
+        inner = not isinstance(v, GoList)
+        return "[" + " ".join(_format_v(x, inner) for x in v) + "]"
     if isinstance(v, dict):
-        return "map[" + " ".join(f"{k}:{go_format(v[k])}" for k in sorted(v)) + "]"
+        inner = not isinstance(v, GoMap)
+        return "map[" + " ".join(f"{k}:{_format_v(v[k], inner)}" for k in sorted(v)) + "]"
     return str(v)
 
 
@@ -372,7 +398,7 @@ def _index(v: Any, *keys: Any) -> Any:
             if not isinstance(k, str):
                 raise ValueError("value is nil; should be of type string" if k is None
                                  else f"value has type {_go_type(k)}; should be string")
-            v = _number(v.get(k))
+            v = v.get(k) if isinstance(v, GoMap) else _number(v.get(k))
         elif isinstance(v, list | str):
             if type(k) is not int:
                 raise ValueError("cannot index slice/array with nil" if k is None
@@ -381,7 +407,7 @@ def _index(v: Any, *keys: Any) -> Any:
             if not 0 <= k < len(items):
                 raise ValueError(f"index out of range: {k}")
             v = items[k]  # (a string's byte a Go uint8: a number, not json.Number)
-            if isinstance(items, list):
+            if isinstance(items, list) and not isinstance(items, GoList):
                 v = _number(v)
         else:
             raise ValueError(f"can't index item of type {_go_type(v)}")
@@ -534,11 +560,11 @@ def _printf(fmt: str, *args: Any) -> str:
     return "".join(out)
 
 
-def _dict(*pairs: Any) -> dict[str, Any]:
+def _dict(*pairs: Any) -> GoMap:
     """Sprig's ``dict``: a map of key, value pairs; a key without a value maps to ``""``."""
     if len(pairs) % 2:
         pairs = (*pairs, "")
-    return {go_format(k): v for k, v in zip(pairs[::2], pairs[1::2], strict=True)}
+    return GoMap({_strval(k): v for k, v in zip(pairs[::2], pairs[1::2], strict=True)})
 
 
 def _kind(v: Any) -> str:
@@ -591,28 +617,86 @@ def _strval(v: Any) -> str:
     return "<nil>" if v is None else go_format(v)
 
 
+_GO_OCTAL = re.compile(r"[+-]?0[0-7_]+")
+_INT64 = (-(2 ** 63), 2 ** 63)
+
+
+def parse_go_int(s: str) -> int | None:
+    """``strconv.ParseInt(s, 0, 64)``: decimal, ``0x``/``0o``/``0b``, a leading ``0`` for
+    octal, ``_`` between digits; None for anything else (spaces, ``"1.5"``, overflow)."""
+    if not s.isascii() or s != s.strip():
+        return None
+    try:
+        v = int(s, 8) if _GO_OCTAL.fullmatch(s) else int(s, 0)
+    except ValueError:
+        return None
+    return v if _INT64[0] <= v < _INT64[1] else None
+
+
+def _trim_zero_decimal(s: str) -> str:
+    """spf13/cast's ``trimZeroDecimal``: ``"1.0"``, ``"1.00"`` are ``"1"``; anything else (``"1.5"``,
+    ``"1."``, ``"1.0.0"`` but its last ``.0``) as it is."""
+    head, dot, tail = s.rpartition(".")
+    return head if dot and tail and tail.strip("0") == "" else s
+
+
+def _go_trunc(f: float) -> int:
+    """Go's ``int64(f)`` on amd64: truncated; NaN, the infinities and what int64 cannot hold
+    give its least value, as the CPU's conversion does."""
+    if math.isnan(f) or math.isinf(f) or not _INT64[0] <= f < _INT64[1]:
+        return _INT64[0]
+    return int(f)
+
+
 def _to_int(v: Any) -> int:
-    """Sprig's ``toInt64`` (``cast.ToInt64``): numbers truncated, a string holding an integer
-    parsed, anything else 0."""
+    """Sprig's ``int``, ``int64`` (``cast.ToInt``, ``ToInt64`` of spf13/cast v1.7.0, KWOK's):
+    a number truncated, a bool 1 or 0, a string (or ``json.Number``) ``strconv.ParseInt(s, 0, 0)``
+    reads after cast's ``trimZeroDecimal`` (so ``"1.0"`` is 1, ``"0x10"`` 16, ``"010"`` 8, while
+    ``"1.5"``, ``" 1"``, ``"1e3"`` are 0), anything else (nil, a list, a map) 0."""
     if isinstance(v, bool):
         return int(v)
-    if isinstance(v, int | float):
-        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return _go_trunc(v)
     if isinstance(v, str):
-        try:
-            return int(v.strip(), 0) if v.strip()[:2].lower() in ("0x", "0o", "0b") else int(v.strip())
-        except ValueError:
-            return 0
+        return parse_go_int(_trim_zero_decimal(v)) or 0
     return 0
 
 
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
+def _atoi(v: Any) -> int:
+    """Sprig's ``atoi``: ``strconv.Atoi`` of a string, its error dropped: decimal digits with a
+    sign at most (``"0x10"``, ``"1.0"``, ``" 1"`` are 0), held at int64's bounds past them. Its
+    argument is a Go ``string``: anything else (a number, a ``json.Number`` of the object) fails
+    the template, as text/template fails the call."""
+    if type(v) is not str:
+        raise TemplateError(f"wrong type for value; expected string; got {_go_type(v)}")
+    if not _DECIMAL.fullmatch(v):
+        return 0
+    return min(max(int(v), _INT64[0]), _INT64[1] - 1)
+
+
+_DIGITS = r"[0-9](?:_?[0-9])*"
+# ParseFloat's decimal syntax (digits with ``_`` between them, as Go's literals), its infinities
+# (signed or not) and NaN (not signed), in any case; its hexadecimal form (``0x1p-2``) is not read
+_GO_FLOAT = re.compile(rf"[+-]?(?:(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?"
+                       r"|inf|infinity)|nan", re.I)
+
+
 def _to_float(v: Any) -> float:
+    """Sprig's ``float64`` (``cast.ToFloat64``): a number as it is, a bool 1 or 0, a string (or
+    ``json.Number``) as ``strconv.ParseFloat`` reads it (no spaces around it), anything else 0."""
     if isinstance(v, bool | int | float):
         return float(v)
-    try:
-        return float(str(v).strip())
-    except ValueError:
-        return 0.0
+    if isinstance(v, str) and v.isascii() and _GO_FLOAT.fullmatch(v):
+        try:
+            return float(v)
+        except (ValueError, OverflowError):
+            return 0.0
+    return 0.0
 
 
 def _go_div(a: Any, b: Any) -> int:
@@ -675,7 +759,7 @@ SPRIG: Funcs = {
     "int": _to_int,
     "int64": _to_int,
     "float64": _to_float,
-    "atoi": _to_int,
+    "atoi": _atoi,
     "add": lambda *a: sum(_to_int(x) for x in a),
     "add1": lambda a: _to_int(a) + 1,
     "sub": lambda a, b: _to_int(a) - _to_int(b),
@@ -684,7 +768,7 @@ SPRIG: Funcs = {
     "mod": _go_mod,
     "max": lambda a, *b: max([_to_int(a), *(_to_int(x) for x in b)]),
     "min": lambda a, *b: min([_to_int(a), *(_to_int(x) for x in b)]),
-    "list": lambda *a: list(a),
+    "list": lambda *a: GoList(a),
     "hasKey": lambda d, k: isinstance(d, dict) and k in d,
     "get": lambda d, k: d.get(k, "") if isinstance(d, dict) else "",
     "trim": lambda s: _strval(s).strip(),
@@ -812,8 +896,12 @@ class _Exec:
     def range(self, b: _Block, dot: Any) -> None:
         pipe = b.pipe
         value = self.pipe(_Pipe(pipe.commands), dot)
-        if isinstance(value, dict):
-            items: list[tuple[Any, Any]] = [(k, _number(value[k])) for k in sorted(value)]
+        if isinstance(value, GoMap):  # (a template's own: Go's numbers)
+            items: list[tuple[Any, Any]] = [(k, value[k]) for k in sorted(value)]
+        elif isinstance(value, dict):
+            items = [(k, _number(value[k])) for k in sorted(value)]
+        elif isinstance(value, GoList):
+            items = list(enumerate(value))
         elif isinstance(value, list | tuple):
             items = [(i, _number(v)) for i, v in enumerate(value)]
         elif isinstance(value, int) and not isinstance(value, bool):
@@ -893,12 +981,14 @@ _SHORT_CIRCUIT = frozenset({"and", "or"})
 
 
 def _walk(v: Any, path: tuple[str, ...]) -> Any:
+    parent = None
     for key in path:
         if isinstance(v, dict):
-            v = v.get(key)
+            parent, v = v, v.get(key)
         elif v is None:
             return None
         else:
             raise TemplateError(f"can't evaluate field {key} in type {type(v).__name__}")
     t = type(v)
-    return _number(v) if (t is int or t is float) and path else v  # a field's number: json.Number
+    # a field's number: json.Number (but in a map the template made: Go's number)
+    return _number(v) if (t is int or t is float) and path and not isinstance(parent, GoMap) else v

@@ -50,7 +50,7 @@ from typing import Any
 
 import yaml
 
-from .gotemplate import BUILTINS, Template, TemplateError
+from .gotemplate import BUILTINS, Template, TemplateError, parse_go_int
 from .jqpath import Jq, JqError
 
 __all__ = ["KWOK_FUNCTIONS", "Delay", "Next", "Selector", "Stage", "StageError", "StageSet", "default_stages",
@@ -255,25 +255,10 @@ class Stage:
             got = self.weight_from.values(obj)
             v = got[0] if got else None
             if isinstance(v, str):
-                w = _go_int(v)
+                w = parse_go_int(v)
             elif isinstance(v, int | float) and not isinstance(v, bool):
                 w = int(v)
         return None if w is None else max(0, w)
-
-
-_GO_OCTAL = re.compile(r"[+-]?0[0-7_]+")
-
-
-def _go_int(s: str) -> int | None:
-    """``strconv.ParseInt(s, 0, 64)``: decimal, ``0x``/``0o``/``0b``, a leading ``0`` for
-    octal, ``_`` between digits; None for anything else (spaces, ``"1.5"``, overflow)."""
-    if not s.isascii() or s != s.strip():
-        return None
-    try:
-        v = int(s, 8) if _GO_OCTAL.fullmatch(s) else int(s, 0)
-    except ValueError:
-        return None
-    return v if -(2 ** 63) <= v < 2 ** 63 else None
 
 
 # KWOK's own template functions, which the simulator passes when it renders (``_template_funcs``);

@@ -152,3 +152,65 @@ def test_the_objects_numbers_are_json_numbers_as_kwok_renders_them() -> None:
                  "{{ index .spec.l .spec.y }}"):
         with pytest.raises(TemplateError, match=r"incompatible types|can't iterate|cannot index slice"):
             render(text, data)
+
+
+def test_sprigs_number_casts_read_strings_as_spf13_cast_does() -> None:
+    """Sprig's ``int`` and ``int64`` are spf13/cast's ``ToInt``/``ToInt64`` (v1.7.0, as KWOK's
+    go.mod pins it): a string is ``strconv.ParseInt(s, 0, 0)`` after ``trimZeroDecimal`` (a
+    fraction of zeros dropped), 0 if that fails; the object's ``json.Number`` alike. ``float64``
+    is ``strconv.ParseFloat``; ``atoi`` is ``strconv.Atoi`` of a Go string (base 10 only)."""
+    data = {"spec": {"whole": "2.0", "half": 1.5, "one": 1.0}}
+    cases = {
+        '{{ int "1.0" }} {{ int "1.00" }} {{ int64 "-3.0" }} {{ int "1.5" }} {{ int "1." }} {{ int ".0" }}':
+            "1 1 -3 0 0 0",
+        '{{ int "0x10" }} {{ int "010" }} {{ int "1_000" }} {{ int " 1" }} {{ int "1e3" }} {{ int "08" }}':
+            "16 8 1000 0 0 0",
+        "{{ int .spec.whole }} {{ int .spec.half }} {{ int .spec.one }} {{ int 2.9 }} {{ int true }} {{ int .x }}":
+            "2 0 1 2 1 0",
+        '{{ int "9223372036854775808" }} {{ add1 "41.0" }}': "0 42",
+        '{{ atoi "42" }} {{ atoi "+7" }} {{ atoi "1.0" }} {{ atoi "0x10" }} {{ atoi " 1" }} {{ atoi "1_0" }}':
+            "42 7 0 0 0 0",
+        '{{ atoi "99999999999999999999" }}': "9223372036854775807",
+        '{{ float64 "1e3" }} {{ float64 "1_000.5" }} {{ float64 " 1" }} {{ float64 "x" }} {{ float64 .spec.half }}':
+            "1000 1000.5 0 0 1.5",
+    }
+    for text, want in cases.items():
+        assert render(text, data) == want, text
+    with pytest.raises(TemplateError, match=r"wrong type for value; expected string; got json\.Number"):
+        render("{{ atoi .spec.whole }}", {"spec": {"whole": 2}})
+
+
+def test_floats_print_as_gos_fmt_and_the_objects_as_json_numbers() -> None:
+    """Go's ``%v`` of a float64 (a template's own number, one a function made) is its shortest
+    ``%g``: an exponent from 1e+06 up and below 1e-04 (``1e+06``, ``1.2345675e+06``); nil in a map
+    is ``<nil>``. The object's numbers are ``json.Number``s all the way down in KWOK's template,
+    so a map of the object printed whole shows their JSON text (``10000000000000000``, ``1e-7``),
+    while a map a template made (``dict``, ``list``) holds Go's numbers."""
+    data = {"spec": {"a": 1.5, "b": 1e21, "c": 1e16, "d": 1e-7, "n": None, "i": 3, "l": [1000000.0, 2]}}
+    cases = {
+        "{{ 1000000.0 }} {{ 1.5 }} {{ 1.0 }} {{ 0.00001 }} {{ 123456.7 }} {{ float64 1234567.5 }}":
+            "1e+06 1.5 1 1e-05 123456.7 1.2345675e+06",
+        '{{ dict "a" 1.5 "b" 1000000000000000000000.0 "c" 1000000.0 "n" .missing }}':
+            "map[a:1.5 b:1e+21 c:1e+06 n:<nil>]",
+        "{{ list 1.5 1234567.5 .spec.c }}": "[1.5 1.2345675e+06 10000000000000000]",
+        "{{ .spec }}": "map[a:1.5 b:1e+21 c:10000000000000000 d:1e-7 i:3 l:[1000000 2] n:<nil>]",
+        '{{ dict "s" .spec.l "t" (list 1000000.0) }}': "map[s:[1000000 2] t:[1e+06]]",
+        '{{ printf "%v %v" 1000000.0 .spec.l }} {{ toString 1000000.0 }} {{ quote 0.5 }}':
+            '1e+06 [1000000 2] 1e+06 "0.5"',
+    }
+    for text, want in cases.items():
+        assert render(text, data) == want, text
+
+
+def test_a_number_read_out_of_a_map_the_template_made_is_gos() -> None:
+    """``(dict "a" 1).a`` is Go's int (Sprig's ``dict`` holds the values it was given), where a
+    number of the object is a ``json.Number``: it compares with numbers, prints with ``%d``."""
+    data = {"spec": {"n": 1}}
+    cases = {
+        '{{ eq (dict "a" 1).a 1 }} {{ eq (index (dict "a" 2) "a") 2 }} {{ printf "%d" (dict "a" 3).a }}': "true true 3",
+        '{{ range (list 1 2.5) }}{{ printf "%T " . }}{{ end }}{{ range (dict "k" 1) }}{{ printf "%T" . }}{{ end }}':
+            "int float64 int",
+        '{{ printf "%T" (dict "s" .spec).s.n }} {{ printf "%T" (index (list .spec.n) 0) }}': "json.Number json.Number",
+    }
+    for text, want in cases.items():
+        assert render(text, data) == want, text
