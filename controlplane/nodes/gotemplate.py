@@ -42,8 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BUILTINS", "GoList", "GoMap", "GoNumber", "Template", "TemplateError", "go_format", "parse_go_int", "plain",
-           "truthy"]
+__all__ = ["BUILTINS", "GoList", "GoMap", "GoNumber", "Template", "TemplateError", "go_format", "json_marshal",
+           "json_marshal_string", "parse_go_int", "plain", "truthy"]
 
 
 class TemplateError(ValueError):
@@ -104,7 +104,7 @@ _TOKEN = re.compile(r"""
     \s*(?:
       (?P<str>"(?:[^"\\]|\\.)*")
     | (?P<raw>`[^`]*`)
-    | (?P<num>-?\d+(?:\.\d+)?)
+    | (?P<num>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
     | (?P<var>\$[A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)
     | (?P<field>(?:\.[A-Za-z0-9_]+)+|\.)
     | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)
@@ -268,7 +268,7 @@ class _Parser:
         if kind == "raw":
             return _Lit(text[1:-1])
         if kind == "num":
-            return _Lit(float(text) if "." in text else int(text))
+            return _Lit(float(text) if "." in text or "e" in text or "E" in text else int(text))
         if kind == "field":
             return _Field(None, tuple(p for p in text.split(".") if p))
         if kind == "var":
@@ -723,8 +723,49 @@ def _b64dec(s: Any) -> str:
         return str(e)
 
 
+# what Go's encoding/json escapes besides JSON's own: HTML's <, > and & (its default escapeHTML)
+# and the line and paragraph separators JavaScript takes for line ends
+_GO_JSON_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                  "\u2029": "\\u2029"})
+
+
+def json_marshal_string(s: str) -> str:
+    """Go's ``json.Marshal`` of a string: JSON's quoting, and ``<``, ``>``, ``&`` as ``\\u003c``..."""
+    return json.dumps(s, ensure_ascii=False).translate(_GO_JSON_ESCAPES)
+
+
+def json_marshal(v: Any) -> str:
+    """Go's ``json.Marshal`` of a template's value: map keys sorted, a ``json.Number`` as its
+    text, a float as Go writes one (``1``, ``10000000000000000``, ``1e-7``, ``1e+21``: not
+    Python's ``1.0``, ``1e+16``, ``1e-07``), strings HTML-escaped. NaN and the infinities are
+    an error (``json: unsupported value``), as Go's."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, GoNumber):
+        return str.__str__(v)
+    if isinstance(v, str):
+        return json_marshal_string(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            raise ValueError(f"json: unsupported value: {_go_g(v, None)}")
+        return _json_float(v)
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{json_marshal_string(str(k))}:{json_marshal(v[k])}" for k in sorted(v)) + "}"
+    if isinstance(v, list | tuple):
+        return "[" + ",".join(json_marshal(x) for x in v) + "]"
+    return json_marshal_string(str(v))
+
+
 def _to_json(v: Any) -> str:
-    return json.dumps(plain(v), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    """Sprig's ``toJson``: ``json.Marshal``, its error dropped (NaN: nothing)."""
+    try:
+        return json_marshal(v)
+    except ValueError:
+        return ""
 
 
 def _uuidv4() -> str:

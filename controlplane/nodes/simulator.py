@@ -90,7 +90,7 @@ from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, FAKE_SELECTOR, Sim
 from .crds import STAGES
 from .events import KubeletEvents, NodeEvents, container_paths
 from .failures import FAILURE_MODES
-from .gotemplate import plain
+from .gotemplate import GoNumber, go_format, json_marshal, json_marshal_string, plain
 from .images import Image, ImageCatalog, NodeImages, Pull, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
@@ -264,14 +264,16 @@ def _micro_time() -> str:
 
 
 def _quote(v: Any) -> str:
-    """KWOK's ``Quote``: a string as JSON quotes it; anything else as JSON writes it, quoted
-    again (``1`` is ``"1"``; nothing, a missing field, is ``null``: ``"null"``)."""
-    if v is None:
-        v = "null"
-    elif not isinstance(v, str):
-        v = orjson.dumps(plain(v)).decode() if isinstance(v, dict | list) else str(v).lower() if isinstance(v, bool) \
-            else str(v)
-    return orjson.dumps(v).decode()
+    """KWOK's ``Quote``: Go's ``json.Marshal`` of ``v``, quoted again unless it is a string's
+    (``1`` is ``"1"``, ``1.0`` too; nothing, a missing field, is ``null``: ``"null"``; what JSON
+    cannot write, NaN, as ``fmt.Sprint`` prints it: ``"NaN"``)."""
+    if isinstance(v, str) and not isinstance(v, GoNumber):
+        return json_marshal_string(v)
+    try:
+        text = json_marshal(v)
+    except ValueError:
+        text = go_format(v)
+    return orjson.dumps(text).decode()
 
 
 def _yaml(v: Any, indent: int = 0) -> str:

@@ -214,3 +214,23 @@ def test_a_number_read_out_of_a_map_the_template_made_is_gos() -> None:
     }
     for text, want in cases.items():
         assert render(text, data) == want, text
+
+
+def test_to_json_and_quote_write_numbers_as_gos_json_marshal() -> None:
+    """Sprig's ``toJson`` and KWOK's ``Quote`` are Go's ``json.Marshal``: a float as Go's encoder
+    writes it (``1``, ``10000000000000000``, ``1e-7``; not Python's ``1.0``, ``1e+16``, ``1e-07``),
+    a ``json.Number`` as its text, ``<``, ``>`` and ``&`` escaped (its HTML-safe default); what it
+    cannot write (NaN) is nothing for ``toJson`` and ``fmt.Sprint``'s text for ``Quote``."""
+    from controlplane.nodes.simulator import _quote
+
+    data = {"spec": {"a": 1.0, "b": 1e-7, "c": 1e16, "d": 1e21, "s": "<x & y>"}}
+    funcs = {**FUNCS, "Quote": _quote}
+    cases = {
+        "{{ toJson .spec }}": '{"a":1,"b":1e-7,"c":10000000000000000,"d":1e+21,"s":"\\u003cx \\u0026 y\\u003e"}',
+        '{{ toJson 1000000.0 }} {{ toJson (dict "a" 0.000001 "b" (list 2.5 .spec.c)) }} [{{ toJson (float64 "nan") }}]':
+            '1000000 {"a":0.000001,"b":[2.5,10000000000000000]} []',
+        '{{ Quote 1.0 }} {{ Quote .spec.c }} {{ Quote (dict "k" 1e21) }} {{ Quote (float64 "nan") }} {{ Quote "a" }}':
+            '"1" "10000000000000000" "{\\"k\\":1e+21}" "NaN" "a"',
+    }
+    for text, want in cases.items():
+        assert Template(text).render(data, funcs) == want, text
