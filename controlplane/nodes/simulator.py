@@ -1679,7 +1679,15 @@ class NodeSimulator:
         """The ephemeral containers' statuses ``changed`` written onto the pod's statuses as the
         informer shows them now (so a write tried again after a failure keeps what others wrote
         since), with its observed generation. A change overtaken meanwhile is left out: a waiting
-        one whose container has started since, a running one the pod already reports."""
+        one whose container has started since, a running one the pod already reports.
+
+        The informer's version is the write's precondition (its resourceVersion), as a kubelet's
+        status manager never writes a status older than one it wrote: two of these writes in flight
+        at once (a container's waiting status, then its running one once the pull is done) may be
+        answered in either order, and the waiting one answered last would otherwise say for good
+        that a running container waits (no event would make it written again). The one a newer
+        version overtook is refused (409): a waiting status is left to that version's event, which
+        looks again; a running one is made again, from the informer then."""
         pod, st = self.pod_informer.items.get(key), self.pods.get(key)
         if pod is None or st is None or st.uid != uid or (pod.get("metadata") or {}).get("uid") != uid:
             return
@@ -1696,7 +1704,12 @@ class NodeSimulator:
         if observed is not None:
             body.update(observed["status"])
         ns, name = key.split("/", 1)
-        await self._patch_quietly(resource_path("", "v1", "pods", ns, name, "status"), {"status": body}, "strategic")
+        precondition = {"uid": uid, "resourceVersion": (pod.get("metadata") or {}).get("resourceVersion")}
+        if not await self._patch_quietly(resource_path("", "v1", "pods", ns, name, "status"),
+                                         {"metadata": precondition, "status": body}, "strategic") \
+                and any("running" in (status.get("state") or {}) for status in fresh.values()) and key in self.pods:
+            asyncio.get_running_loop().call_later(RETRY_AFTER, self._write,
+                                                  lambda: self._write_ephemeral(key, uid, changed), POD, True)
 
     def _ephemeral_pulled(self, key: str, uid: str) -> None:
         """An ephemeral container's image pull is done: the pod looked at again."""
@@ -1769,12 +1782,16 @@ class NodeSimulator:
                     "conditions") or () if isinstance(c, dict) and c.get("type") == "PodResizePending"):
                 self._resize(key, node_name, pod)
 
-    async def _patch_quietly(self, path: str, body: dict[str, Any], patch_type: str = "merge") -> None:
+    async def _patch_quietly(self, path: str, body: dict[str, Any], patch_type: str = "merge") -> bool:
+        """Whether the patch was made: False if the object is gone (404) or changed under the
+        patch's precondition (409: its next event decides again)."""
         try:
             await self.client.patch(path, body, patch_type=patch_type)
         except ApiError as e:
             if e.code not in (404, 409):
                 raise
+            return False
+        return True
 
     def _images_ready(self, key: str, st: _Pod, node: _Node, pod: dict[str, Any]) -> bool:
         """Before a new pod's first stage its images must be on the node: start the pulls

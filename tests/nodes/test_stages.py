@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import random
 import re
@@ -17,6 +18,7 @@ import yaml
 
 from controlplane.client import ApiError, Client
 from controlplane.nodes.allocated import pod_allocation
+from controlplane.nodes.images import ImageCatalog
 from controlplane.nodes.simulator import _quote, _yaml, now_rfc3339_nano
 from controlplane.nodes.stages import (
     StageError,
@@ -116,13 +118,32 @@ async def test_sidecars_run_beside_the_containers_and_stop_when_they_complete(cl
         assert proxy["state"]["terminated"]["reason"] == "Completed" and proxy["ready"] is False
 
 
+# busybox pulled in about a second (its size, 4.3 MB, takes 0.1 s): longer than a loaded machine
+# takes to write the status of an ephemeral container waiting for it
+SLOW_BUSYBOX = ImageCatalog(sizes={**ImageCatalog().sizes, "busybox": (60.0, 1)})
+
+
 async def test_ephemeral_containers_run_once_added(client: Client) -> None:
     """kubectl debug's containers, as a kubelet reports them: waiting in ContainerCreating while
     the image is pulled, then running, not ready and with no ``started`` (the kubelet's prober
-    sets it for the regular and init containers only); their logs read."""
-    async with simulating(client, fast()):
+    sets it for the regular and init containers only); their logs read.
+
+    The waiting status lasts as long as the pull, and is not written at all if the pull is done
+    before its write is made (as a kubelet's status manager writes only its latest status): with
+    busybox's size (a pull of 0.1 s) a loaded machine may never show it. So the image here takes
+    about a second to pull, and every version of the pod is read from a watch (a poll could fall
+    between the two writes)."""
+    versions: list[dict[str, Any]] = []
+
+    async def record(rv: str) -> None:
+        async for event in client.watch(PODS, resource_version=rv, field_selector="metadata.name=debugged"):
+            if event.type == "MODIFIED":
+                versions.append(event.object)
+
+    async with simulating(client, fast(image_catalog=SLOW_BUSYBOX)):
         await client.create(PODS, pod("debugged", "sim-node-0"))
         await eventually(lambda: _is(client, "debugged", "Running"))
+        watcher = asyncio.create_task(record((await client.get(f"{PODS}/debugged"))["metadata"]["resourceVersion"]))
         await client.patch(f"{PODS}/debugged/ephemeralcontainers", {"spec": {"ephemeralContainers": [
             {"name": "dbg", "image": "busybox:1.36", "targetContainerName": "c"}]}}, "strategic")
 
@@ -131,7 +152,16 @@ async def test_ephemeral_containers_run_once_added(client: Client) -> None:
                 "ephemeralContainerStatuses") or []
             return got if len(got) == n and all(state in s["state"] for s in got) else None
 
-        [creating] = await eventually(lambda: reported("waiting"))
+        async def written(state: str) -> list[dict[str, Any]] | None:
+            return next((got for v in versions if len(got := v["status"].get("ephemeralContainerStatuses") or [])
+                         == 1 and state in got[0]["state"]), None)
+
+        try:
+            [creating] = await eventually(lambda: written("waiting"))
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
         assert creating["state"] == {"waiting": {"reason": "ContainerCreating"}} and creating["imageID"] == ""
         [status] = await eventually(lambda: reported("running"))
         assert status["name"] == "dbg" and status["image"] == "busybox:1.36"
@@ -147,6 +177,50 @@ async def test_ephemeral_containers_run_once_added(client: Client) -> None:
             "strategic")
         first, second = await eventually(lambda: reported("running", 2))
         assert first["name"] == "a-dbg" and "running" in first["state"] and second == status
+
+
+async def test_a_late_waiting_status_never_overwrites_a_started_ephemeral_container(
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The status write saying an ephemeral container waits for its image, answered only after the
+    one saying it runs (two writers at once; a loaded server may finish them in either order):
+    the pod ends up reporting it running, never waiting for good. As a kubelet's status manager,
+    which never writes a status older than the one it wrote: here each write is made on the
+    informer's version of the pod (its resourceVersion the precondition), one that a newer
+    version overtook is refused (409), and a running one made again."""
+    from controlplane.nodes.simulator import NodeSimulator
+
+    real = NodeSimulator._patch_quietly
+    ran = asyncio.Event()
+    held: list[str] = []
+
+    def states(body: dict[str, Any]) -> set[str]:
+        return {k for s in (body.get("status") or {}).get("ephemeralContainerStatuses") or ()
+                for k in s.get("state") or {}}
+
+    async def patch(sim: NodeSimulator, path: str, body: dict[str, Any], patch_type: str = "merge") -> bool:
+        if "waiting" in states(body) and not held:
+            held.append(path)
+            await ran.wait()  # the running status's write answers first
+        done = await real(sim, path, body, patch_type)
+        if "running" in states(body):
+            ran.set()
+        return done
+
+    monkeypatch.setattr(NodeSimulator, "_patch_quietly", patch)
+    async with simulating(client, fast(image_catalog=SLOW_BUSYBOX)):
+        await client.create(PODS, pod("debugged", "sim-node-0"))
+        await eventually(lambda: _is(client, "debugged", "Running"))
+        await client.patch(f"{PODS}/debugged/ephemeralcontainers", {"spec": {"ephemeralContainers": [
+            {"name": "dbg", "image": "busybox:1.36", "targetContainerName": "c"}]}}, "strategic")
+        await eventually(lambda: asyncio.sleep(0, held and ran.is_set()))
+
+        async def running() -> bool:
+            got = (await client.get(f"{PODS}/debugged"))["status"].get("ephemeralContainerStatuses") or []
+            return [list(s["state"]) for s in got] == [["running"]]
+
+        await eventually(running)
+        await asyncio.sleep(0.3)  # the late waiting write has answered by now
+        assert await running()
 
 
 async def _is(client: Client, name: str, want: str) -> bool:
