@@ -726,3 +726,22 @@ def test_the_maximum_token_expiration_over_a_socket(upgraded: tuple[Serve, bytes
                                                                     time.gmtime(claims["iat"] + 3607))
     assert "enabling tokens valid up to 31536000 seconds, which is longer than service-account-max-token-" \
         "expiration set to 2h0m0s seconds" in served.output()
+
+
+def test_an_rsa_signing_key_whose_numbers_disagree_is_refused(tmp_path: Path) -> None:
+    """The signing key's numbers are checked as Go's ``rsa.PrivateKey.Validate`` checks them (not
+    OpenSSL's primality tests, a tenth of a second a start): one whose private exponent or CRT
+    coefficient is not the modulus's is refused, where signing with it would make tokens no
+    public key verifies."""
+    good = serialization.load_pem_private_key((TEST_PKI / "sa.key").read_bytes(), password=None)
+    assert isinstance(good, rsa.RSAPrivateKey)
+    n = good.private_numbers()
+    path = tmp_path / "bad.key"
+    for bad in (rsa.RSAPrivateNumbers(n.p, n.q, n.d + 2, n.dmp1, n.dmq1, n.iqmp, n.public_numbers),
+                rsa.RSAPrivateNumbers(n.p, n.q, n.d, n.dmp1, n.dmq1, n.iqmp + 1, n.public_numbers)):
+        key = bad.private_key(unsafe_skip_rsa_key_validation=True)
+        path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+        with pytest.raises(jws.KeyFileError, match="invalid private key"):
+            jws.read_private_key(path)
+    assert jws.key_id(jws.read_private_key(TEST_PKI / "sa.key").public_key()) == jws.key_id(good.public_key())
