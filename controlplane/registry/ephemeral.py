@@ -6,7 +6,8 @@ of what is sent is ignored, as upstream's strategy does). Ephemeral containers m
 added, never changed or removed; each needs a name unique among all the pod's
 containers and an image, may target an existing container, and may not have what only
 a regular container has (ports, probes, lifecycle hooks, resources, a restart policy or
-restart rules).
+restart rules), nor what the pod's OS forbids (``spec.os``: a Windows pod's container no
+Linux security context field, a Linux pod's no ``windowsOptions``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from .causes import Causes, cause, objects
 from .podspec import default_container
+from .podvalidation import os_causes
 
 __all__ = ["ephemeral_update"]
 
@@ -64,6 +66,8 @@ def ephemeral_update(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str
         target = c.get("targetContainerName")
         if target and target not in regular:
             causes.append(cause("FieldValueNotFound", f"{path}.targetContainerName", f'Not found: "{target}"'))
+    if spec.get("os") is not None:  # (ValidatePodSpec's last check: a Windows pod's containers' Linux fields)
+        causes += os_causes(spec, "spec")
     by_name = {c.get("name"): c for c in containers if isinstance(c, dict)}
     for before in old_spec.get("ephemeralContainers") or ():
         name = before.get("name")

@@ -16,8 +16,9 @@ pull and termination-message policies, requests within limits, probes and lifecy
 security contexts, a container's own restart policy and rules, as 1.37's gates
 ContainerRestartRules and RestartAllContainersOnContainerExits allow them on containers, init
 containers and sidecars alike), volume names, the restart and DNS policies, the node selector and node
-name, the pod security context, affinity, topology spread constraints, tolerations, and the
-restart policy each workload kind allows its template. Messages
+name, the pod security context, affinity, topology spread constraints, tolerations, the pod's OS
+(``spec.os``: the fields a Windows pod, or a Linux one, may not set), and the restart policy each
+workload kind allows its template. Messages
 are upstream's words (``field.Required``, ``NotSupported``, ``Duplicate``, ``NotFound``).
 Cheap on purpose: every pod create passes here, so plain loops over the dicts, precompiled
 patterns and field paths built only for a cause; a field left out costs a dict lookup.
@@ -37,7 +38,7 @@ from .ipfields import pod_spec_ip_causes
 from .podresources import hugepage_divisible, pod_resources_causes
 
 __all__ = ["dns_label_problems", "label_key_problems", "label_selector_causes", "label_value_problems", "labels_causes",
-           "not_supported", "pod_spec_causes", "port_name_problems", "required", "subdomain_problems",
+           "not_supported", "os_causes", "pod_spec_causes", "port_name_problems", "required", "subdomain_problems",
            "template_causes", "tolerations_causes"]
 
 Obj = dict[str, Any]
@@ -192,6 +193,9 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
     group = spec.get("schedulingGroup")
     if group is not None:
         _scheduling_group(group, f"{path}.schedulingGroup", causes)
+    pod_os = spec.get("os")  # ValidatePodSpec's last check; a spec without one pays this lookup alone
+    if pod_os is not None:
+        _os(pod_os, spec, path, causes)
     return causes
 
 
@@ -947,6 +951,83 @@ def _apparmor(profile: Any, path: str, causes: Causes) -> None:
         causes.append(required(f"{path}.type", "type is required when appArmorProfile is set"))
     else:
         causes.append(not_supported(f"{path}.type", kind, _PROFILE_TYPES))
+
+
+# -- the pod's OS (KEP-2802) -----------------------------------------------------------------------
+_OS_NAMES = ("linux", "windows")  # validOS, listed sorted
+_NOT_WINDOWS = "cannot be set for a windows pod"
+_NOT_LINUX = "windows options cannot be set for a linux pod"
+# validateWindows, in its order: the pod security context's fields a Windows pod may not set,
+# each with its path below the spec (upstream keeps the host namespaces, hostUsers and
+# shareProcessNamespace in its internal PodSecurityContext, at their v1 paths) and whether a
+# false or empty value counts (its pointers do when set at all; hostPID, hostIPC and sysctls only
+# when true or not empty)
+_WINDOWS_POD = (("securityContext", "appArmorProfile", True), ("securityContext", "seLinuxOptions", True),
+                ("", "hostUsers", True), ("", "hostPID", False), ("", "hostIPC", False),
+                ("securityContext", "seccompProfile", True), ("securityContext", "fsGroup", True),
+                ("securityContext", "fsGroupChangePolicy", True), ("securityContext", "sysctls", False),
+                ("", "shareProcessNamespace", True), ("securityContext", "runAsUser", True),
+                ("securityContext", "runAsGroup", True), ("securityContext", "supplementalGroups", True),
+                ("securityContext", "supplementalGroupsPolicy", True),
+                ("securityContext", "seLinuxChangePolicy", True))
+# ... and a container's security context's, in its order
+_WINDOWS_CONTAINER = ("appArmorProfile", "seLinuxOptions", "seccompProfile", "capabilities",
+                      "readOnlyRootFilesystem", "privileged", "allowPrivilegeEscalation", "procMount", "runAsUser",
+                      "runAsGroup")
+_VISITED = ("initContainers", "containers", "ephemeralContainers")  # VisitContainersWithPath's order
+
+
+def _os(pod_os: Any, spec: Obj, path: str, causes: Causes) -> None:
+    """``validateOS``, then, for a valid name, ``validateLinux`` or ``validateWindows``: a
+    Linux pod sets no ``windowsOptions``; a Windows pod none of the Linux-only fields, in
+    the pod's security context nor in any container's (init and ephemeral containers too)."""
+    name = pod_os.get("name") if isinstance(pod_os, dict) else None
+    if not name:
+        causes.append(required(f"{path}.os.name", "cannot be empty"))
+        return
+    if name not in _OS_NAMES:  # (upstream reports it at the PodOS, not its name)
+        causes.append(not_supported(f"{path}.os", name, _OS_NAMES))
+        return
+    sc = spec.get("securityContext")
+    sc = sc if isinstance(sc, dict) else {}
+    if name == "linux":
+        if sc.get("windowsOptions") is not None:
+            causes.append(forbidden(f"{path}.securityContext.windowsOptions", _NOT_LINUX))
+        for at, c_sc in _container_contexts(spec, path):
+            if c_sc.get("windowsOptions") is not None:
+                causes.append(forbidden(f"{at}.securityContext.windowsOptions", _NOT_LINUX))
+        return
+    for where, field, pointer in _WINDOWS_POD:
+        value = (sc if where else spec).get(field)
+        if value is not None and (pointer or value):
+            causes.append(forbidden(f"{path}.{where}.{field}" if where else f"{path}.{field}", _NOT_WINDOWS))
+    for at, c_sc in _container_contexts(spec, path):
+        for field in _WINDOWS_CONTAINER:
+            if c_sc.get(field) is not None:
+                causes.append(forbidden(f"{at}.securityContext.{field}", _NOT_WINDOWS))
+
+
+def os_causes(spec: Obj, path: str) -> Causes:
+    """``validateOS`` and its OS's checks of the spec at ``path``, which has an ``os``; for
+    the ephemeral containers an ``ephemeralcontainers`` update adds (upstream validates the
+    whole new spec again there: what was stored passes)."""
+    causes: Causes = []
+    _os(spec.get("os"), spec, path, causes)
+    return causes
+
+
+def _container_contexts(spec: Obj, path: str) -> list[tuple[str, Obj]]:
+    """Each container's security context, with the container's path, that is an object."""
+    found = []
+    for key in _VISITED:
+        listed = spec.get(key)
+        if not isinstance(listed, list):
+            continue
+        for i, c in enumerate(listed):
+            sc = c.get("securityContext") if isinstance(c, dict) else None
+            if isinstance(sc, dict):
+                found.append((f"{path}.{key}[{i}]", sc))
+    return found
 
 
 # -- probes and lifecycle hooks -------------------------------------------------------------------

@@ -799,6 +799,9 @@ _ABSENT_ACCEPTED: dict[str, frozenset[str]] = {
     # a pod spec's containers, required by the pod validation of a Pod and of every template but
     # a StatefulSet's, which upstream does not validate (ValidatePodTemplateSpecForStatefulSet)
     "io.k8s.api.core.v1.PodSpec": frozenset({"containers"}),
+    # a pod's OS's name, which validateOS words itself (``spec.os.name: Required value: cannot be
+    # empty``), in the same specs
+    "io.k8s.api.core.v1.PodOS": frozenset({"name"}),
     # a NodeSelector's terms, one at least (none, null or []) by ValidateNodeSelector's hand-written
     # checks in a pod spec, a PersistentVolume's node affinity and DRA's node selectors; a
     # StatefulSet's template is not validated (above): none, or [] stored as none, is taken
