@@ -10,8 +10,9 @@ copied into the field (the pod strategy's ``applyAppArmorVersionSkew``), never t
 the annotations name containers and profiles, agree with the fields at a create
 (``validateAppArmorAnnotationsAndFieldsMatchOnCreate``) and are fixed once the pod exists. Beside
 them: the mirror pod annotation (names a node, fixed), the seccomp annotations (known profiles,
-agreeing with the ``seccompProfile`` fields at a create: ``validateSeccompAnnotationsAndFields``)
-and ``controller.kubernetes.io/pod-deletion-cost`` (a 32-bit integer).
+agreeing with the ``seccompProfile`` fields at a create: ``validateSeccompAnnotationsAndFields``),
+``controller.kubernetes.io/pod-deletion-cost`` (a 32-bit integer) and
+``scheduler.alpha.kubernetes.io/tolerations`` (JSON tolerations, as a pod spec's).
 
 Cheap on purpose, as every pod write passes here: a pod without annotations costs one test, one
 with annotations a scan of their keys::
@@ -25,13 +26,14 @@ with annotations a scan of their keys::
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from ..gostrings import quote
 from .causes import Causes, forbidden, invalid
 
-__all__ = ["DELETION_COST", "MIRROR", "PREFIX", "annotation_causes", "concerned", "create_causes",
+__all__ = ["DELETION_COST", "MIRROR", "PREFIX", "TOLERATIONS", "annotation_causes", "concerned", "create_causes",
            "local_descending_path", "update_causes", "valid_deletion_cost", "version_skew"]
 
 PREFIX = "container.apparmor.security.beta.kubernetes.io/"
@@ -39,6 +41,7 @@ MIRROR = "kubernetes.io/config.mirror"
 SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
 SECCOMP_PREFIX = "container.seccomp.security.alpha.kubernetes.io/"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+TOLERATIONS = "scheduler.alpha.kubernetes.io/tolerations"
 _SECCOMP_TYPE_MISMATCH = "seccomp type in annotation and field must match"
 _SECCOMP_PROFILE_MISMATCH = "seccomp profile in annotation and field must match"
 _PREFIXES = (PREFIX, SECCOMP_PREFIX)
@@ -61,8 +64,9 @@ def _apparmor_keys(annotations: Obj) -> bool:
 
 def concerned(annotations: Obj) -> bool:
     """Whether the (non-empty) annotations hold anything checked here: an AppArmor, seccomp,
-    mirror pod or deletion cost annotation."""
-    if MIRROR in annotations or SECCOMP_POD in annotations or DELETION_COST in annotations:
+    mirror pod, deletion cost or tolerations annotation."""
+    if MIRROR in annotations or SECCOMP_POD in annotations or DELETION_COST in annotations \
+            or TOLERATIONS in annotations:
         return True
     for key in annotations:  # noqa: SIM110 (as _apparmor_keys)
         if key.startswith(_PREFIXES):
@@ -145,8 +149,9 @@ def _same(field: Obj, profile: Obj | None) -> bool:
 
 def annotation_causes(annotations: Obj, spec: Obj, path: str = "metadata.annotations",
                       invalid_cost: bool = False) -> Causes:
-    """``ValidatePodSpecificAnnotations`` (but its tolerations annotation), for the pod's
-    (non-empty) annotations: a mirror pod names its node; the deletion cost is a 32-bit integer
+    """``ValidatePodSpecificAnnotations``, for the pod's (non-empty) annotations, in its order:
+    a mirror pod names its node; the tolerations annotation is JSON tolerations, each valid as a
+    pod spec's (``ValidateTolerationsInPodAnnotations``); the deletion cost is a 32-bit integer
     (unless ``invalid_cost``: an update of a pod stored with an invalid one); a seccomp annotation
     names a known profile; an AppArmor annotation names a container of the pod and a profile of
     the known forms. ``path``: the annotations' (a template's are ``spec.template.annotations``,
@@ -155,6 +160,8 @@ def annotation_causes(annotations: Obj, spec: Obj, path: str = "metadata.annotat
     if MIRROR in annotations and not spec.get("nodeName"):
         causes.append(invalid(f"{path}[{MIRROR}]", annotations[MIRROR],
                               "must set spec.nodeName if mirror pod annotation is set"))
+    if annotations.get(TOLERATIONS):
+        causes += _tolerations_annotation(annotations[TOLERATIONS], path)
     if not invalid_cost and DELETION_COST in annotations and not valid_deletion_cost(annotations[DELETION_COST]):
         causes.append(invalid(f"{path}[{DELETION_COST}]", annotations[DELETION_COST], "must be a 32bit integer"))
     if SECCOMP_POD in annotations:  # (upstream's path: a child, not a key)
@@ -176,6 +183,86 @@ def annotation_causes(annotations: Obj, spec: Obj, path: str = "metadata.annotat
                 not (isinstance(value, str) and value.startswith("localhost/")):
             causes.append(invalid(at, value, f"invalid AppArmor profile name: {quote(str(value))}"))
     return causes
+
+
+# the fields of the internal core.Toleration that encoding/json fills (no json tags: its Go field
+# names, matched without regard to case), each with its Go name and type as a type error names them
+_TOLERATION_FIELDS = {"key": ("key", "Key", "string"), "operator": ("operator", "Operator", "core.TolerationOperator"),
+                      "value": ("value", "Value", "string"), "effect": ("effect", "Effect", "core.TaintEffect"),
+                      "tolerationseconds": ("tolerationSeconds", "TolerationSeconds", "int64")}
+
+
+class _Number(str):
+    """A JSON number, as its text (Go's type errors quote a bad integer's literal)."""
+
+
+class _Object(list[tuple[str, Any]]):
+    """A JSON object, as its members in order (a repeated key's later value is decoded later)."""
+
+
+def _kind(value: Any) -> str:
+    """The JSON kind as Go's ``UnmarshalTypeError`` names it."""
+    if isinstance(value, _Number):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    return "object" if isinstance(value, _Object) else "array"
+
+
+def _tolerations_annotation(text: Any, path: str) -> Causes:
+    """``ValidateTolerationsInPodAnnotations``: the annotation decoded as
+    ``GetTolerationsFromPodAnnotations`` decodes it (``encoding/json`` into ``[]core.Toleration``;
+    its error, the first, is an Invalid of the annotations naming the key, upstream's value), then
+    ``ValidateTolerations`` at ``<path>.scheduler.alpha.kubernetes.io/tolerations[i]``."""
+    from ..api.gojson import syntax_error  # (the API's port of Go's scanner; only on this rare path)
+    from .podvalidation import tolerations_causes
+
+    problem = syntax_error(str(text).encode())
+    if problem is not None:
+        return [invalid(path, TOLERATIONS, problem)]
+    decoded = json.loads(str(text), object_pairs_hook=_Object, parse_int=_Number, parse_float=_Number)
+    tolerations: list[Any] = []
+    errors: list[str] = []
+    if isinstance(decoded, _Object) or (decoded is not None and not isinstance(decoded, list)):
+        errors.append(f"json: cannot unmarshal {_kind(decoded)} into Go value of type []core.Toleration")
+    elif decoded is not None:
+        for item in decoded:
+            toleration: dict[str, Any] = {}
+            tolerations.append(toleration)
+            if item is None:
+                continue
+            if not isinstance(item, _Object):
+                errors.append(f"json: cannot unmarshal {_kind(item)} into Go value of type core.Toleration")
+                continue
+            for key, value in item:
+                known = _TOLERATION_FIELDS.get(key.lower())
+                if known is None or (value is None and known[0] != "tolerationSeconds"):
+                    continue  # (unknown, or null into a string: nothing changes)
+                name, go_name, go_type = known
+                if value is None:
+                    toleration.pop(name, None)
+                elif go_type == "int64":
+                    if isinstance(value, _Number) and _whole_int64(value):
+                        toleration[name] = int(value)
+                    else:
+                        kind = _kind(value)
+                        errors.append(f"json: cannot unmarshal {kind}{' ' + value if kind == 'number' else ''} "
+                                      f"into Go struct field Toleration.{go_name} of type int64")
+                elif isinstance(value, str) and not isinstance(value, _Number):
+                    toleration[name] = value
+                else:
+                    errors.append(f"json: cannot unmarshal {_kind(value)} into Go struct field "
+                                  f"Toleration.{go_name} of type {go_type}")
+    if errors:
+        return [invalid(path, TOLERATIONS, errors[0])]
+    return tolerations_causes(tolerations, f"{path}.{TOLERATIONS}") if tolerations else []
+
+
+def _whole_int64(text: str) -> bool:
+    """``strconv.ParseInt(text, 10, 64)`` succeeds (no fraction, no exponent, in range)."""
+    return text.lstrip("-").isdigit() and -(2**63) <= int(text) < 2**63
 
 
 def valid_deletion_cost(value: Any) -> bool:

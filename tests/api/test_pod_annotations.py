@@ -240,3 +240,55 @@ async def test_a_deletion_cost_is_a_32_bit_integer(http: httpx.AsyncClient) -> N
     r = await http.patch(f"{PODS}/cost0", json={"metadata": {"annotations": {COST: "1.5"}}}, headers=MERGE)
     bad = f'metadata.annotations[{COST}]: Invalid value: "1.5": must be a 32bit integer'
     assert causes_of(r) == [bad, bad] and r.json()["message"] == f'Pod "cost0" is invalid: {bad}'  # (checked twice)
+
+
+TOLERATIONS = "scheduler.alpha.kubernetes.io/tolerations"
+
+
+async def test_the_tolerations_annotation_is_json_tolerations_each_valid(http: httpx.AsyncClient) -> None:
+    # ValidateTolerationsInPodAnnotations: encoding/json's first error into []core.Toleration (an
+    # Invalid of the annotations naming the key), else ValidateTolerations at a child path
+    not_json = f'metadata.annotations: Invalid value: "{TOLERATIONS}": '
+    for value, problem in (
+            ("gpu", "invalid character 'g' looking for beginning of value"),
+            ("[{", "unexpected end of JSON input"),
+            ('{"key": "gpu"}', "json: cannot unmarshal object into Go value of type []core.Toleration"),
+            ('["gpu"]', "json: cannot unmarshal string into Go value of type core.Toleration"),
+            ('[{"key": 1}]', "json: cannot unmarshal number into Go struct field Toleration.Key of type string"),
+            ('[{"operator": true}]', "json: cannot unmarshal bool into Go struct field Toleration.Operator of type "
+                                     "core.TolerationOperator"),
+            ('[{"key": "k", "effect": "NoExecute", "tolerationSeconds": 1.5}]',
+             "json: cannot unmarshal number 1.5 into Go struct field Toleration.TolerationSeconds of type int64")):
+        r = await http.post(PODS, json=pod("tolerant", {TOLERATIONS: value}))
+        assert causes_of(r) == [not_json + problem], value
+    bad = '[{"KEY": "a b", "operator": "Exists", "value": "v"}, null, {"key": "k", "tolerationSeconds": 5}]'
+    r = await http.post(PODS, json=pod("tolerant", {TOLERATIONS: bad, COST: "x"}))
+    at = f"metadata.annotations.{TOLERATIONS}"
+    assert causes_of(r) == [  # (before the deletion cost, as upstream's order)
+        f'{at}[0].key: Invalid value: "a b": name part must consist of alphanumeric characters, \'-\', \'_\' or '
+        "'.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', "
+        "regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+        f"{at}[0].operator: Invalid value: \"v\": value must be empty when `operator` is 'Exists'",
+        f'{at}[1].operator: Invalid value: "": operator must be Exists when `key` is empty, which means "match all '
+        'values and all keys"',
+        f"{at}[2].effect: Invalid value: \"\": effect must be 'NoExecute' when `tolerationSeconds` is set",
+        f'metadata.annotations[{COST}]: Invalid value: "x": must be a 32bit integer']
+    for name, value in (("empty", ""), ("none", "null"), ("nothing", "[]"),
+                        ("good", '[{"key": "gpu", "operator": "Exists", "effect": "NoExecute", '
+                                 '"tolerationSeconds": 60, "ignored": 1}]')):
+        r = await http.post(PODS, json=pod(name, {TOLERATIONS: value}))
+        assert r.status_code == 201, r.text
+        assert r.json()["metadata"]["annotations"][TOLERATIONS] == value  # (kept as sent, not applied)
+    r = await http.patch(f"{PODS}/good", json={"metadata": {"annotations": {TOLERATIONS: "[1]"}}}, headers=MERGE)
+    checked = f'{not_json}json: cannot unmarshal number into Go value of type core.Toleration'
+    assert causes_of(r) == [checked, checked]  # (an update checks them twice, as upstream)
+    deployments = "/apis/apps/v1/namespaces/default/deployments"
+    template = {"metadata": {"labels": {"app": "web"}, "annotations": {TOLERATIONS: '[{"effect": "Never"}]'}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
+    body = {"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": template}}
+    r = await http.post(deployments, json=body)
+    at = f"spec.template.annotations.{TOLERATIONS}[0]"
+    assert causes_of(r) == [
+        f'{at}.operator: Invalid value: "": operator must be Exists when `key` is empty, which means "match all '
+        'values and all keys"',
+        f'{at}.effect: Unsupported value: "Never": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"']
