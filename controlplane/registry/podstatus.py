@@ -2,9 +2,10 @@
 (``pkg/apis/core/validation``), besides its IPs (``ipfields.pod_status_ip_causes``): a custom
 condition's type is a qualified name (reported, as upstream, at ``metadata.conditions[i].Type``),
 a nominated node a node's name, the QoS class fixed at the create, a terminated container of a
-pod that does not restart it not running again, and a resource claim's status names one of the
-pod's claims. Cheap on purpose, as the simulated kubelets write pods' statuses all the time: each
-check looks at what it needs, and most at nothing unless it changed::
+pod that does not restart it not running again, a resource claim's status names one of the
+pod's claims, and a container's reported user is its OS's (``user_causes``). Cheap on purpose,
+as the simulated kubelets write pods' statuses all the time: each check looks at what it needs,
+and most at nothing unless it changed::
 
     status_causes({"qosClass": "Guaranteed"}, {"qosClass": "BestEffort"}, {})
     # [{'field': 'status.qosClass', 'message': 'Invalid value: "Guaranteed": field is immutable', ...}]
@@ -17,7 +18,7 @@ from typing import Any
 from .causes import Causes, duplicate, forbidden, invalid
 from .podvalidation import label_key_problems, subdomain_problems
 
-__all__ = ["status_causes"]
+__all__ = ["status_causes", "user_causes"]
 
 Obj = dict[str, Any]
 
@@ -27,6 +28,8 @@ _SYSTEM_CONDITIONS = frozenset({"PodScheduled", "Ready", "Initialized"})
 _VALID_TYPES: set[str] = set()
 _MAX_VALID_TYPES = 4096
 _NOT_RUNNING_AGAIN = "may not be transitioned to non-terminated state"
+_ID_RANGE = "must be between 0 and 2147483647, inclusive"  # IsValidUserID, IsValidGroupID
+_STATUS_LISTS = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
 
 
 def status_causes(status: Obj, old: Obj, spec: Obj) -> Causes:
@@ -101,3 +104,46 @@ def _claim_statuses(claims: list[Any], spec: Obj, causes: Causes) -> None:
         if name in seen:
             causes.append(duplicate(at, name))
         seen.add(name)
+
+
+def user_causes(status: Obj, spec: Obj) -> Causes:
+    """``validateContainerStatusUsers`` of each of the three container status lists, after the
+    IPs' checks in ``ValidatePodStatusUpdate``: a container's ``user.linux`` (the ids the kubelet
+    says it runs as, KEP-3619) is forbidden for a Windows pod, and for a Linux one (a pod without
+    ``spec.os`` is one) holds ids in range; upstream's path leaves ``user`` out
+    (``status.containerStatuses[0].linux``). A status without users costs a test a container."""
+    for key in _STATUS_LISTS:
+        statuses = status.get(key)
+        if statuses and isinstance(statuses, list):
+            for c in statuses:
+                if isinstance(c, dict) and "user" in c:
+                    return _users(status, spec)
+    return []
+
+
+def _users(status: Obj, spec: Obj) -> Causes:
+    causes: Causes = []
+    pod_os = spec.get("os")
+    name = pod_os.get("name") if isinstance(pod_os, dict) else "linux"
+    for key in _STATUS_LISTS:
+        statuses = status.get(key)
+        if not statuses or not isinstance(statuses, list):
+            continue
+        for i, c in enumerate(statuses):
+            user = c.get("user") if isinstance(c, dict) else None
+            linux = user.get("linux") if isinstance(user, dict) else None
+            if linux is None:
+                continue
+            at = f"status.{key}[{i}].linux"
+            if name == "windows":
+                causes.append(forbidden(at, "cannot be set for a windows pod"))
+            elif name == "linux" and isinstance(linux, dict):
+                for field in ("uid", "gid"):
+                    value = linux.get(field)
+                    if isinstance(value, int) and not 0 <= value <= 2147483647:
+                        causes.append(invalid(f"{at}.{field}", value, _ID_RANGE))
+                groups = linux.get("supplementalGroups")
+                for g, gid in enumerate(groups if isinstance(groups, list) else ()):
+                    if isinstance(gid, int) and not 0 <= gid <= 2147483647:
+                        causes.append(invalid(f"{at}.supplementalGroups[{g}]", gid, _ID_RANGE))
+    return causes

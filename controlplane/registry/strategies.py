@@ -76,6 +76,7 @@ from .podgroups import prepare_podgroup, prepare_scheduling_workload
 from .podresources import default_pod_level_resources
 from .podspec import default_pod_spec, fill
 from .podstatus import status_causes as pod_status_causes
+from .podstatus import user_causes as pod_user_causes
 from .podvalidation import label_key_problems, labels_causes, pod_spec_causes
 from .podwarnings import TEMPLATES, claim_warnings, name_warning, pod_warnings, template_warnings
 from .priorityclasses import prepare_priority_class
@@ -754,7 +755,8 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
         if isinstance(status, dict) and status is not old_status:  # ValidatePodStatusUpdate
             old_status = old_status if isinstance(old_status, dict) else {}
             status_causes = pod_status_causes(status, old_status, old_spec if isinstance(old_spec, dict) else {}) + \
-                pod_status_ip_causes(status, old_status)
+                pod_status_ip_causes(status, old_status) + \
+                pod_user_causes(status, spec if isinstance(spec, dict) else {})
         # ValidatePodSpecificAnnotationUpdates, where the annotations changed (unchanged, they
         # were valid when stored): AppArmor and mirror pod annotations fixed, the new ones valid
         meta, old_meta = obj.get("metadata"), old.get("metadata")

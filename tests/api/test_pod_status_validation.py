@@ -97,3 +97,26 @@ async def test_a_container_terminated_for_good_stays_terminated(http: httpx.Asyn
                                                               {**running(), "name": "proxy"}]})
     assert causes_of(r) == ["status.initContainerStatuses[0].state: Forbidden: "
                             "may not be transitioned to non-terminated state"]
+
+
+async def test_a_containers_reported_user_is_its_pods_os(http: httpx.AsyncClient) -> None:
+    # validateContainerStatusUsers (KEP-3619): a Windows pod's containers report no Linux user; a
+    # Linux pod's (spec.os linux or none) ids in range; upstream's path leaves "user" out
+    await create(http, "win", os={"name": "windows"})
+    user = {"linux": {"uid": 0, "gid": 0}}
+    r = await status(http, "win", {"containerStatuses": [{**running(), "user": user}],
+                                   "ephemeralContainerStatuses": [{**running(), "name": "d", "user": {}}]})
+    assert causes_of(r) == ["status.containerStatuses[0].linux: Forbidden: cannot be set for a windows pod"]
+    await create(http, "lin")
+    bad = {"linux": {"uid": -1, "gid": 2147483648, "supplementalGroups": [1, -2]}}
+    r = await status(http, "lin", {"initContainerStatuses": [{**running(), "name": "i", "user": bad}]})
+    assert causes_of(r) == [
+        "status.initContainerStatuses[0].linux.uid: Invalid value: -1: must be between 0 and 2147483647, inclusive",
+        "status.initContainerStatuses[0].linux.gid: Invalid value: 2147483648: must be between 0 and 2147483647, "
+        "inclusive",
+        "status.initContainerStatuses[0].linux.supplementalGroups[1]: Invalid value: -2: must be between 0 and "
+        "2147483647, inclusive"]
+    r = await status(http, "lin", {"containerStatuses": [{**running(), "user": {
+        "linux": {"uid": 1000, "gid": 1000, "supplementalGroups": [0, 2147483647]}}}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["containerStatuses"][0]["user"]["linux"]["uid"] == 1000
