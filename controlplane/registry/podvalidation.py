@@ -16,7 +16,8 @@ pull and termination-message policies, requests within limits, probes and lifecy
 security contexts, a container's own restart policy and rules, as 1.37's gates
 ContainerRestartRules and RestartAllContainersOnContainerExits allow them on containers, init
 containers and sidecars alike), volume names, the restart and DNS policies, the node selector and node
-name, the pod security context, affinity, topology spread constraints, tolerations, the pod's OS
+name, the pod security context (Windows options and HostProcess rules too), affinity, topology
+spread constraints, tolerations, the pod's OS
 (``spec.os``: the fields a Windows pod, or a Linux one, may not set), and the restart policy each
 workload kind allows its template. Messages
 are upstream's words (``field.Required``, ``NotSupported``, ``Duplicate``, ``NotFound``).
@@ -128,12 +129,13 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
     sc = spec.get("securityContext")
     host_users = spec.get("hostUsers") is not False
     names: set[Any] = set()  # unique across containers and init containers
+    windows = isinstance(sc, dict) and sc.get("windowsOptions") is not None  # any windowsOptions
     for key, listed in (("containers", containers), ("initContainers", init if isinstance(init, list) else ())):
         for i, c in enumerate(listed):
             if not isinstance(c, dict):
                 continue
             at = f"{path}.{key}[{i}]"
-            _container(c, at, volumes, pod, host_users, causes, pod_level, indivisible)
+            windows = _container(c, at, volumes, pod, host_users, causes, pod_level, indivisible) or windows
             policy, rules = c.get("restartPolicy"), c.get("restartPolicyRules")
             restarts = policy is not None or bool(rules)  # said anything of its own restarts
             if restarts and key == "initContainers":  # validateInitContainers: before the name
@@ -171,6 +173,8 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
     spread = spec.get("topologySpreadConstraints")
     if spread and isinstance(spread, list):
         _spread_constraints(spread, f"{path}.topologySpreadConstraints", causes)
+    if windows:  # validateWindowsHostProcessPod: only a spec with windowsOptions can say hostProcess
+        _host_process(spec, path, causes)
     account = spec.get("serviceAccountName")  # ValidateServiceAccountName, before the node's
     if account and isinstance(account, str) and not _is_subdomain(account):
         causes.extend(invalid(f"{path}.serviceAccountName", account, m) for m in _subdomain_problems(account))
@@ -236,9 +240,10 @@ def _volume_names(volumes: Any, path: str, causes: Causes) -> set[str]:
 
 
 def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, causes: Causes,
-               pod_level: bool = False, indivisible: bool = False) -> None:
+               pod_level: bool = False, indivisible: bool = False) -> bool:
     """``validateContainerCommon``: what every container of a spec must say (``pod_level``:
-    the spec has pod-level resources; ``indivisible``: hugepages need not be whole pages)."""
+    the spec has pod-level resources; ``indivisible``: hugepages need not be whole pages).
+    Whether its security context has ``windowsOptions``."""
     name = c.get("name")
     if not name:
         causes.append(required(f"{at}.name"))
@@ -268,6 +273,8 @@ def _container(c: Obj, at: str, volumes: set[str], pod: bool, host_users: bool, 
     sc = c.get("securityContext")
     if sc and isinstance(sc, dict):
         _container_security_context(sc, f"{at}.securityContext", host_users, causes)
+        return sc.get("windowsOptions") is not None
+    return False
 
 
 def _container_restart(policy: Any, rules: Any, at: str, causes: Causes) -> None:
@@ -898,6 +905,9 @@ def _pod_security_context(sc: Obj, spec: Obj, path: str, causes: Causes) -> None
     if policy is not None and policy not in ("Always", "OnRootMismatch"):
         causes.append(not_supported(f"{path}.fsGroupChangePolicy", policy, ("Always", "OnRootMismatch")))
     _seccomp(sc.get("seccompProfile"), f"{path}.seccompProfile", causes)
+    windows = sc.get("windowsOptions")
+    if windows is not None:
+        _windows_options(windows, f"{path}.windowsOptions", causes)
     _apparmor(sc.get("appArmorProfile"), f"{path}.appArmorProfile", causes)
     policy = sc.get("supplementalGroupsPolicy")
     if policy is not None and policy not in ("Merge", "Strict"):
@@ -906,7 +916,7 @@ def _pod_security_context(sc: Obj, spec: Obj, path: str, causes: Causes) -> None
 
 def _container_security_context(sc: Obj, path: str, host_users: bool, causes: Causes) -> None:
     """``ValidateSecurityContext``: ids in range, a known proc mount (Unmasked only in a user
-    namespace), seccomp and AppArmor profiles."""
+    namespace), seccomp profiles, Windows options and AppArmor profiles."""
     _ids(sc, ("runAsUser", "runAsGroup"), path, causes)
     proc_mount = sc.get("procMount")
     if proc_mount is not None:
@@ -915,7 +925,99 @@ def _container_security_context(sc: Obj, path: str, host_users: bool, causes: Ca
         if host_users and proc_mount == "Unmasked":
             causes.append(invalid(f"{path}.procMount", proc_mount, "`hostUsers` must be false to use `Unmasked`"))
     _seccomp(sc.get("seccompProfile"), f"{path}.seccompProfile", causes)
+    windows = sc.get("windowsOptions")
+    if windows is not None:
+        _windows_options(windows, f"{path}.windowsOptions", causes)
     _apparmor(sc.get("appArmorProfile"), f"{path}.appArmorProfile", causes)
+
+
+def _host_process(spec: Obj, path: str, causes: Causes) -> None:
+    """``validateWindowsHostProcessPod``: a container's ``hostProcess`` the pod's where both say
+    one; a pod with a HostProcess container (its own or inherited) has only such containers and
+    the host's network (the cluster allows privileged containers here, as ``--allow-privileged``)."""
+    sc = spec.get("securityContext")
+    options = sc.get("windowsOptions") if isinstance(sc, dict) else None
+    pod_value = options.get("hostProcess") if isinstance(options, dict) else None
+    count = host_process = 0
+    for key in _VISITED:
+        listed = spec.get(key)
+        for i, c in enumerate(listed if isinstance(listed, list) else ()):
+            if not isinstance(c, dict):
+                continue
+            count += 1
+            c_sc = c.get("securityContext")
+            c_options = c_sc.get("windowsOptions") if isinstance(c_sc, dict) else None
+            value = c_options.get("hostProcess") if isinstance(c_options, dict) else None
+            if isinstance(pod_value, bool) and isinstance(value, bool) and pod_value != value:
+                causes.append(invalid(f"{path}.{key}[{i}].securityContext.windowsOptions.hostProcess", value,
+                                      f"pod hostProcess value must be identical if both are specified, was "
+                                      f"{'true' if pod_value else 'false'}"))
+            if value is True or (value is None and pod_value is True):
+                host_process += 1
+    if host_process:
+        if host_process != count:
+            causes.append(invalid(path, "", "If pod contains any hostProcess containers then all containers must be "
+                                            "HostProcess containers"))
+        if spec.get("hostNetwork") is not True:
+            causes.append(invalid(f"{path}.hostNetwork", False,
+                                  "hostNetwork must be true if pod contains any hostProcess containers"))
+
+
+# validateWindowsSecurityContextOptions' limits and patterns (its lengths are Go's, in bytes)
+_MAX_GMSA_SPEC = 64 * 1024
+_MAX_DOMAIN, _MAX_USER = 256, 104
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # [[:cntrl:]]
+_NETBIOS = re.compile(r'[^\\/:*?"<>|.][^\\/:*?"<>|]{0,14}\Z')
+_DNS_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+_WINDOWS_DOMAIN = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*\Z")
+_USER_CHARS = re.compile(r'["/\\:;|=,+*?<>@\[\]]')
+_DOTS_SPACES = re.compile(r"[. ]+\Z")
+
+
+def _windows_options(options: Any, path: str, causes: Causes) -> None:
+    """``validateWindowsSecurityContextOptions``: a GMSA credential spec's name a DNS subdomain,
+    the spec itself not empty and under 64 KiB, ``runAsUserName`` a ``DOMAIN\\USER`` (or a
+    ``USER``) Windows accepts."""
+    if not isinstance(options, dict):
+        return
+    name = options.get("gmsaCredentialSpecName")
+    if isinstance(name, str) and not _is_subdomain(name):
+        causes.extend(invalid(f"{path}.gmsaCredentialSpecName", name, m) for m in _subdomain_problems(name))
+    spec = options.get("gmsaCredentialSpec")
+    if isinstance(spec, str):
+        if not spec:
+            causes.append(invalid(f"{path}.gmsaCredentialSpec", spec, "gmsaCredentialSpec cannot be an empty string"))
+        elif len(spec.encode()) > _MAX_GMSA_SPEC:
+            causes.append(invalid(f"{path}.gmsaCredentialSpec", spec, "gmsaCredentialSpec size must be under 64 KiB"))
+    user = options.get("runAsUserName")
+    if isinstance(user, str):
+        for problem in _run_as_user_name_problems(user):
+            causes.append(invalid(f"{path}.runAsUserName", user, problem))
+
+
+def _run_as_user_name_problems(value: str) -> list[str]:
+    if not value:
+        return ["runAsUserName cannot be an empty string"]
+    if _CONTROL.search(value):
+        return ["runAsUserName cannot contain control characters"]
+    parts = value.split("\\")
+    if len(parts) > 2:
+        return ["runAsUserName cannot contain more than one backslash"]
+    domain, user = (parts[0], parts[1]) if len(parts) == 2 else ("", parts[0])
+    problems = []
+    if len(domain.encode()) >= _MAX_DOMAIN:
+        problems.append(f"runAsUserName's Domain length must be under {_MAX_DOMAIN} characters")
+    if len(parts) == 2 and not (_NETBIOS.match(domain) or _WINDOWS_DOMAIN.match(domain)):
+        problems.append("runAsUserName's Domain doesn't match the NetBios nor the DNS format")
+    if not user:
+        problems.append("runAsUserName's User cannot be empty")
+    elif len(user.encode()) > _MAX_USER:
+        problems.append(f"runAsUserName's User length must not be longer than {_MAX_USER} characters")
+    if _DOTS_SPACES.match(user):
+        problems.append("runAsUserName's User cannot contain only periods or spaces")
+    if _USER_CHARS.search(user):
+        problems.append('runAsUserName\'s User cannot contain the following characters: "/\\:;|=,+*?<>@[]')
+    return problems
 
 
 def _seccomp(profile: Any, path: str, causes: Causes) -> None:

@@ -196,6 +196,64 @@ async def test_workload_templates_at_their_paths(client: Client) -> None:
     assert updated["spec"]["template"]["spec"]["os"] == {"name": "linux"}
 
 
+# -- windowsOptions and HostProcess pods (any pod's: not only one with spec.os windows) --------------
+async def test_windows_options_are_checked(client: Client) -> None:
+    subdomain = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                 "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                 r"validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+    users = ["a\\b\\c", "x\x01", ".bad\\...", "dom.ain\\us:er", "d\\", "d" * 256 + "\\u", "u" * 105]
+    spec = {"securityContext": {"windowsOptions": {"gmsaCredentialSpecName": "Bad_Name", "gmsaCredentialSpec": "",
+                                                   "runAsUserName": ""}},
+            "containers": [{"name": f"c{i}", "image": "x", "securityContext": {"windowsOptions": {"runAsUserName": u}}}
+                           for i, u in enumerate(users)]}
+    def bad(i: int, value: str, message: str) -> dict[str, str]:
+        return {"reason": "FieldValueInvalid", "field": f"spec.containers[{i}].securityContext.windowsOptions."
+                "runAsUserName", "message": f"Invalid value: {value}: {message}"}
+    assert await causes_of(client, PODS, pod(spec)) == [
+        bad(0, '"a\\\\b\\\\c"', "runAsUserName cannot contain more than one backslash"),
+        bad(1, '"x\\x01"', "runAsUserName cannot contain control characters"),
+        bad(2, '".bad\\\\..."', "runAsUserName's Domain doesn't match the NetBios nor the DNS format"),
+        bad(2, '".bad\\\\..."', "runAsUserName's User cannot contain only periods or spaces"),
+        bad(3, '"dom.ain\\\\us:er"',
+            'runAsUserName\'s User cannot contain the following characters: "/\\:;|=,+*?<>@[]'),
+        bad(4, '"d\\\\"', "runAsUserName's User cannot be empty"),
+        bad(5, '"' + "d" * 256 + '\\\\u"', "runAsUserName's Domain length must be under 256 characters"),
+        bad(5, '"' + "d" * 256 + '\\\\u"', "runAsUserName's Domain doesn't match the NetBios nor the DNS format"),
+        bad(6, '"' + "u" * 105 + '"', "runAsUserName's User length must not be longer than 104 characters"),
+        {"reason": "FieldValueInvalid", "field": "spec.securityContext.windowsOptions.gmsaCredentialSpecName",
+         "message": f'Invalid value: "Bad_Name": {subdomain}'},
+        {"reason": "FieldValueInvalid", "field": "spec.securityContext.windowsOptions.gmsaCredentialSpec",
+         "message": 'Invalid value: "": gmsaCredentialSpec cannot be an empty string'},
+        {"reason": "FieldValueInvalid", "field": "spec.securityContext.windowsOptions.runAsUserName",
+         "message": 'Invalid value: "": runAsUserName cannot be an empty string'}]
+    good = ["ContainerUser", "NT AUTHORITY\\SYSTEM", "corp.example.com\\svc-web", "CORP\\web"]
+    ok = {"os": {"name": "windows"}, "securityContext": {"windowsOptions": {
+        "gmsaCredentialSpecName": "gmsa-webapp", "gmsaCredentialSpec": "{}"}},
+        "containers": [{"name": f"c{i}", "image": "x", "securityContext": {"windowsOptions": {"runAsUserName": u}}}
+                       for i, u in enumerate(good)]}
+    await client.create(PODS, pod(ok, name="users"))
+
+
+async def test_a_host_process_pod_has_only_host_process_containers_and_the_hosts_network(client: Client) -> None:
+    def host_process(value: bool) -> dict[str, Any]:
+        return {"windowsOptions": {"hostProcess": value}}
+    spec = {"os": {"name": "windows"}, "securityContext": host_process(True),
+            "initContainers": [{"name": "i", "image": "x", "securityContext": host_process(False)}],
+            "containers": [{"name": "c", "image": "x"}]}
+    assert await causes_of(client, PODS, pod(spec)) == [
+        {"reason": "FieldValueInvalid", "field": "spec.initContainers[0].securityContext.windowsOptions.hostProcess",
+         "message": "Invalid value: false: pod hostProcess value must be identical if both are specified, was true"},
+        {"reason": "FieldValueInvalid", "field": "spec", "message": 'Invalid value: "": If pod contains any '
+         "hostProcess containers then all containers must be HostProcess containers"},
+        {"reason": "FieldValueInvalid", "field": "spec.hostNetwork",
+         "message": "Invalid value: false: hostNetwork must be true if pod contains any hostProcess containers"}]
+    # inherited from the pod, or set on every container, with the host's network: valid
+    ok = {"os": {"name": "windows"}, "hostNetwork": True, "securityContext": host_process(True),
+          "initContainers": [{"name": "i", "image": "x", "securityContext": host_process(True)}],
+          "containers": [{"name": "c", "image": "x"}]}
+    assert (await client.create(PODS, pod(ok, name="hpc")))["spec"]["hostNetwork"] is True
+
+
 # -- over a real socket, as the official client and kubectl see it -----------------------------------
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
