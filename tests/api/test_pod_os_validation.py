@@ -257,7 +257,7 @@ async def test_a_host_process_pod_has_only_host_process_containers_and_the_hosts
 # -- over a real socket, as the official client and kubectl see it -----------------------------------
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    with running(start_serve(tmp_path_factory.mktemp("podos"), port=18431)) as s:
+    with running(start_serve(tmp_path_factory.mktemp("podos"))) as s:
         yield s
 
 
