@@ -56,7 +56,9 @@ def test_a_worker_from_the_plan_file_joins_this_run_not_the_one_before(tmp_path:
     assert "loadtest worker Compose_Worker.1: joining the master at 127.0.0.1:" in worker_err
     assert "(smoke)" in worker_err
     seen = {(e["type"], e["name"]) for e in summary["entries"]}
-    assert ("POST", "workloads") in seen and ("LATENCY", "pod startup") in seen  # smoke's users, not churn's
+    # smoke's users, not churn's: its OperatorUser's (churn has none) made requests; a TrainingJobUser's
+    # first POST or a pod's start may come after the 12 s on a loaded machine (one did, beside other work)
+    assert ("GET", "deployments") in seen, seen
     plan = json.loads((out / PLAN_FILE).read_text())
     assert plan["master_port"] == port and plan["environment"]["LOADTEST_SCENARIO"] == "smoke"
     assert (out / PLAN_FILE).stat().st_mode & 0o777 == 0o600  # it holds the run's credentials
