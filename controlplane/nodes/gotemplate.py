@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["BUILTINS", "GoList", "GoMap", "GoNumber", "Template", "TemplateError", "go_format", "json_marshal",
-           "json_marshal_string", "parse_go_int", "plain", "truthy"]
+           "json_marshal_string", "parse_go_float", "parse_go_int", "plain", "truthy"]
 
 
 class TemplateError(ValueError):
@@ -680,22 +680,45 @@ def _atoi(v: Any) -> int:
 
 
 _DIGITS = r"[0-9](?:_?[0-9])*"
-# ParseFloat's decimal syntax (digits with ``_`` between them, as Go's literals), its infinities
-# (signed or not) and NaN (not signed), in any case; its hexadecimal form (``0x1p-2``) is not read
+_HEX = r"[0-9a-fA-F](?:_?[0-9a-fA-F])*"
+# ParseFloat's syntax, as Go's float literals: decimal digits with ``_`` between them, a
+# hexadecimal mantissa (``_`` also right after ``0x``) with a binary exponent it must have
+# (``0x1p-2``, ``0x1.8p1``, ``0x_1p0``), its infinities (signed or not) and NaN (not signed),
+# in any case
 _GO_FLOAT = re.compile(rf"[+-]?(?:(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?"
+                       rf"|0[xX](?:_?{_HEX}(?:\.(?:{_HEX})?)?|\.{_HEX})[pP][+-]?{_DIGITS}"
                        r"|inf|infinity)|nan", re.I)
+
+
+def parse_go_float(s: str) -> float | None:
+    """``strconv.ParseFloat(s, 64)`` when it succeeds: None for a syntax error (spaces, ``0b1``,
+    ``0x1`` without its exponent) and for a number past float64's range (``1e400``, which Go
+    answers with ±Inf and ``ErrRange``); ``"inf"`` and ``"NaN"`` as they say."""
+    if not s.isascii() or not _GO_FLOAT.fullmatch(s):
+        return None
+    text = s.replace("_", "")
+    body = text.lstrip("+-")
+    if body[:2] in ("0x", "0X"):
+        try:
+            f = float.fromhex(text)
+        except OverflowError:
+            return None
+    else:
+        f = float(text)
+        if math.isinf(f) and body[:1] not in ("i", "I"):
+            return None
+    return f
 
 
 def _to_float(v: Any) -> float:
     """Sprig's ``float64`` (``cast.ToFloat64``): a number as it is, a bool 1 or 0, a string (or
-    ``json.Number``) as ``strconv.ParseFloat`` reads it (no spaces around it), anything else 0."""
+    ``json.Number``) as ``strconv.ParseFloat`` reads it (``"0x1p-2"`` is 0.25, ``"1_000.5"``
+    1000.5), 0 where it fails (``" 1"``, ``"1e400"``), anything else 0."""
     if isinstance(v, bool | int | float):
         return float(v)
-    if isinstance(v, str) and v.isascii() and _GO_FLOAT.fullmatch(v):
-        try:
-            return float(v)
-        except (ValueError, OverflowError):
-            return 0.0
+    if isinstance(v, str):
+        f = parse_go_float(v)
+        return 0.0 if f is None else f
     return 0.0
 
 

@@ -234,3 +234,22 @@ def test_to_json_and_quote_write_numbers_as_gos_json_marshal() -> None:
     }
     for text, want in cases.items():
         assert Template(text).render(data, funcs) == want, text
+
+
+def test_float64_reads_gos_hexadecimal_floats_and_refuses_what_parsefloat_refuses() -> None:
+    """``float64`` is ``cast.ToFloat64``, so ``strconv.ParseFloat``: Go's float literals,
+    hexadecimal ones with their binary exponent too (``0x1p-2`` is 0.25), ``_`` only between
+    digits or after ``0x``; 0 for anything it refuses, a number past float64's range included
+    (ParseFloat answers it with ±Inf and an error, which cast turns into 0)."""
+    cases = {
+        '{{ float64 "0x1p-2" }} {{ float64 "0x1.8p1" }} {{ float64 "-0X.8P1" }} {{ float64 "0x_1p0" }}':
+            "0.25 3 -1 1",
+        '{{ float64 "0x1" }} {{ float64 "0x1p" }} {{ float64 "0x1_p0" }} {{ float64 "0b1" }} {{ float64 "1__0" }}':
+            "0 0 0 0 0",
+        '{{ float64 "1e400" }} {{ float64 "-1e400" }} {{ float64 "0x1p2000" }} {{ float64 "1e-400" }}': "0 0 0 0",
+        '{{ float64 "inf" }} {{ float64 "-Infinity" }} {{ float64 "1e1_0" }}': "+Inf -Inf 1e+10",
+    }
+    for text, want in cases.items():
+        assert render(text, {}) == want, text
+    assert render("{{ float64 .spec.x }}", {"spec": {"x": "0x1p4"}}) == "16"
+
