@@ -84,13 +84,13 @@ from ..gcsettings import untracked
 from ..identities import node_user
 from ..metrics import LEASE_RENEW_LAG, LEASE_RENEWALS, POD_START_SECONDS, STAGE_TRANSITIONS
 from ..registry.selectors import parse_label_selector
-from . import ephemeral
+from . import ephemeral, goyaml
 from .allocated import pod_allocation
 from .config import FAILURE_ANNOTATION, FAKE_NODE_ANNOTATION, FAKE_SELECTOR, SimConfig
 from .crds import STAGES
 from .events import KubeletEvents, NodeEvents, container_paths
 from .failures import FAILURE_MODES
-from .gotemplate import GoNumber, go_format, json_marshal, json_marshal_string, plain
+from .gotemplate import GoNumber, TemplateError, _go_type, go_format, json_marshal, json_marshal_string
 from .images import Image, ImageCatalog, NodeImages, Pull, PullModel
 from .instancetypes import InstanceType, catalog_by_name
 from .ipam import CidrAllocator, IPExhausted, PodIPs, node_cidr_mask
@@ -276,12 +276,21 @@ def _quote(v: Any) -> str:
     return orjson.dumps(text).decode()
 
 
-def _yaml(v: Any, indent: int = 0) -> str:
-    import yaml
-
-    text = yaml.safe_dump(plain(v), default_flow_style=False, sort_keys=True).rstrip("\n")
-    pad = "  " * int(indent)
-    return "\n".join(pad + line for line in text.split("\n"))
+def _yaml(v: Any, *indent: Any) -> str:
+    """KWOK's ``YAML``: ``sigs.k8s.io/yaml.Marshal`` of ``v`` (``goyaml.marshal``: Go's JSON of it
+    written as go-yaml v2 writes it, ending in a line break), and given one indent ``n`` above
+    0, a line break and ``2n`` spaces put before every line and after the last (``YAML . 1``
+    of ``{a: 1}`` is ``"\\n  a: 1\\n  "``); more indents than one are ignored, as KWOK's."""
+    for n in indent:
+        if type(n) is not int:
+            raise TemplateError(f"wrong type for value; expected int; got {_go_type(n)}")
+    try:
+        text = goyaml.marshal(v)
+    except ValueError as e:
+        raise TemplateError(str(e)) from None
+    if len(indent) == 1 and indent[0] > 0:
+        text = ("\n" + text).replace("\n", "\n" + "  " * indent[0])
+    return text
 
 
 async def _done() -> None:

@@ -253,3 +253,51 @@ def test_float64_reads_gos_hexadecimal_floats_and_refuses_what_parsefloat_refuse
         assert render(text, {}) == want, text
     assert render("{{ float64 .spec.x }}", {"spec": {"x": "0x1p4"}}) == "16"
 
+
+def _yaml(text: str, data: Any = None) -> str:
+    from controlplane.nodes.simulator import _yaml as kwok_yaml
+
+    return Template(text).render(data or {}, {"YAML": kwok_yaml})
+
+
+def test_yaml_writes_as_sigs_k8s_io_yaml_marshal() -> None:
+    """KWOK's ``YAML`` is ``sigs.k8s.io/yaml.Marshal``: Go's ``json.Marshal``, read back and
+    written by go-yaml v2. A float is the JSON number as go-yaml reads it (an int when it
+    has no fraction and fits uint64, else ``FormatFloat(f, 'g', -1)``); a string that would
+    read back as anything else is double-quoted; keys in go-yaml's natural order; the text
+    ends in a line break."""
+    assert _yaml('{{ YAML (dict "a" 1.0 "b" 1e16) }}') == "a: 1\nb: 10000000000000000\n"
+    numbers = ('{{ YAML (dict "a" 1e20 "b" 0.0000001 "c" 1234567.5 "d" 0.1 "e" 1e19 "f" -0.0 "g" .spec.x'
+               ' "h" .spec.y "i" 5) }}')
+    assert _yaml(numbers, {"spec": {"x": 1.5, "y": 2.0}}) == (
+        "a: 1e+20\nb: 1e-07\nc: 1.2345675e+06\nd: 0.1\ne: 10000000000000000000\nf: 0\ng: 1.5\nh: 2\ni: 5\n")
+    strings = ['yes', 'no', 'y', 'on', 'True', '1', '1e3', '0o17', '0x1F', '1_000', '08', '.5', '+.inf', 'null',
+               '~', '', '2026-01-01T00:00:00Z', '2026-1-2', '1:20', '<<', 'abc', '1e400', '- x', 'a: b', '=',
+               'tab\there', 'ünï']
+    want = ['"yes"', '"no"', '"y"', '"on"', '"True"', '"1"', '"1e3"', '"0o17"', '"0x1F"', '"1_000"', '"08"',
+            '".5"', '"+.inf"', '"null"', '"~"', '""', '"2026-01-01T00:00:00Z"', '"2026-1-2"', '"1:20"', '<<',
+            'abc', '1e400', "'- x'", "'a: b'", '=', '"tab\\there"', 'ünï']
+    assert _yaml("{{ YAML .l }}", {"l": strings}) == "".join(f"- {w}\n" for w in want)
+    assert _yaml('{{ YAML (dict "s" "two\\nlines" "n" nil "t" true "e" (dict) "l" (list)) }}') == (
+        "e: {}\nl: []\n\"n\": null\ns: |-\n  two\n  lines\nt: true\n")
+    keys = '{{ YAML (dict "a10" 1 "a2" 2 "a1" 3 "B" 4 "b" 5 "10" 6 "9" 7 "a01" 8) }}'
+    assert _yaml(keys) == '"9": 7\n"10": 6\nB: 4\na1: 3\na01: 8\na2: 2\na10: 1\nb: 5\n'
+    nested = {"spec": {"l": [{"x": 1, "m": [1, [2]]}], "m": {"z": {"k": "v"}, "a": 1}}}
+    assert _yaml("{{ YAML .spec }}", nested) == (
+        "l:\n- m:\n  - 1\n  - - 2\n  x: 1\nm:\n  a: 1\n  z:\n    k: v\n")
+    assert _yaml("{{ YAML .x }}|{{ YAML 1.5 }}|{{ YAML \"s\" }}", {"x": None}) == "null\n|1.5\n|s\n"
+
+
+def test_yaml_indent_is_kwoks_and_bad_input_fails_the_template() -> None:
+    """``YAML . n`` puts a line break and ``2n`` spaces before every line and after the last, as
+    KWOK's ``strings.ReplaceAll("\\n"+data, "\\n", "\\n"+pad)``; two indents are ignored; a
+    NaN (json.Marshal's error) or an indent that is not an int fails the template."""
+    data = {"status": {"allocatable": {"cpu": "1k", "pods": "1M"}}}
+    assert _yaml("x:\n{{ YAML .status.allocatable 1 }}", data) == 'x:\n\n  cpu: 1k\n  pods: 1M\n  '
+    assert _yaml("{{ YAML .status.allocatable 2 }}", data) == '\n    cpu: 1k\n    pods: 1M\n    '
+    assert _yaml("{{ YAML .status.allocatable 0 }}", data) == _yaml("{{ YAML .status.allocatable 1 1 }}", data) \
+        == "cpu: 1k\npods: 1M\n"
+    with pytest.raises(TemplateError, match="unsupported value: NaN"):
+        _yaml('{{ YAML (float64 "nan") }}')
+    with pytest.raises(TemplateError, match="expected int; got string"):
+        _yaml('{{ YAML . "1" }}', data)
