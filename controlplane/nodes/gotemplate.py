@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["BUILTINS", "GoList", "GoMap", "GoNumber", "Template", "TemplateError", "go_format", "json_marshal",
-           "json_marshal_string", "parse_go_float", "parse_go_int", "plain", "truthy"]
+           "json_marshal_string", "go_quote", "go_unquote", "parse_go_float", "parse_go_int", "plain",
+           "truthy"]
 
 
 class TemplateError(ValueError):
@@ -264,7 +265,7 @@ class _Parser:
     def operand(self) -> Any:
         kind, text = self.take()
         if kind == "str":
-            return _Lit(json.loads(text))
+            return _Lit(go_unquote(text))
         if kind == "raw":
             return _Lit(text[1:-1])
         if kind == "num":
@@ -292,6 +293,75 @@ class _Parser:
                 return _Sub(pipe, tuple(p for p in nxt[1].split(".") if p))
             return _Sub(pipe, ())
         raise TemplateError(f"unexpected {text!r} in {{{{{self.src}}}}}")
+
+
+_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\",
+                   '"': '"'}
+_ESCAPE = re.compile(r"\\(?:([abfnrtv\\\"])|x([0-9a-fA-F]{2})|([0-7]{3})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.?))",
+                     re.S)
+
+
+def go_unquote(text: str) -> str:
+    """``strconv.Unquote`` of a Go interpreted string literal, as text/template reads one: JSON's
+    escapes and Go's others (``\\a``, ``\\v``, ``\\x41``, ``\\101``, ``\\U0001F600``); ``\\x`` and
+    octal escapes are bytes, the whole read as UTF-8 (what is not, U+FFFD). Any other escape
+    (``\\/``, ``\\'``, ``\\q``), a surrogate or a code point past U+10FFFF is a ``TemplateError``
+    (Go's ``invalid syntax``)."""
+    body = text[1:-1]
+    if "\\" not in body:
+        return body
+    out = bytearray()
+    pos = 0
+    for m in _ESCAPE.finditer(body):
+        out += body[pos:m.start()].encode()
+        pos = m.end()
+        simple, hx, octal, u4, u8, bad = m.groups()
+        if simple is not None:
+            out += _SIMPLE_ESCAPES[simple].encode()
+        elif hx is not None:
+            out.append(int(hx, 16))
+        elif octal is not None:
+            if int(octal, 8) > 255:
+                raise TemplateError(f"invalid syntax in string literal {text}")
+            out.append(int(octal, 8))
+        elif u4 is not None or u8 is not None:
+            cp = int(u4 or u8, 16)
+            if 0xD800 <= cp < 0xE000 or cp > 0x10FFFF:
+                raise TemplateError(f"invalid syntax in string literal {text}")
+            out += chr(cp).encode()
+        else:
+            raise TemplateError(f"invalid syntax in string literal {text}: escape \\{bad}")
+    out += body[pos:].encode()
+    return out.decode("utf-8", "replace")
+
+
+_QUOTE_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+                  "\\": "\\\\", '"': '\\"'}
+
+
+def go_quote(s: str, ascii_only: bool = False) -> str:
+    """Go's ``strconv.Quote`` (``%q``, Sprig's ``quote``; ``QuoteToASCII`` for ``%+q``): a
+    printable character as it is, Go's short escapes, another below a space or DEL as
+    ``\\x01``, any other as ``\\u200b`` or ``\\U0001f600`` (not JSON's ``\\u0001``)."""
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return f'"{s}"'
+    out = ['"']
+    for c in s:
+        esc = _QUOTE_ESCAPES.get(c)
+        if esc is not None:
+            out.append(esc)
+        elif c.isprintable() and not (ascii_only and ord(c) > 0x7E):
+            out.append(c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\x{ord(c):02x}")
+        elif 0xD800 <= ord(c) < 0xE000:  # not UTF-8: Go's utf8.RuneError
+            out.append("\\ufffd" if ascii_only else "\ufffd")
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def _parse_pipe(src: str, allow_decl: bool = True) -> _Pipe:
@@ -466,7 +536,7 @@ def _format_one(flags: str, width: int | None, prec: int | None, verb: str, v: A
             return _bad_verb(verb, v)
     elif verb == "q":
         if isinstance(v, str):
-            text = json.dumps(v, ensure_ascii="+" in flags)
+            text = go_quote(v, ascii_only="+" in flags)
         elif is_int:
             text = "'" + chr(v) + "'"
         else:
@@ -791,6 +861,19 @@ def _to_json(v: Any) -> str:
         return ""
 
 
+def _strslice(v: Any) -> list[str]:
+    """Sprig's ``strslice``: a list's items as strings, its nils left out; nothing is no item,
+    anything else one."""
+    if isinstance(v, list | tuple):
+        return [_strval(x) for x in v if x is not None]
+    return [] if v is None else [_strval(v)]
+
+
+def _split(s: str, sep: str) -> list[str]:
+    """Go's ``strings.Split``: an empty separator splits after each character (none of ``""``)."""
+    return list(s) if sep == "" else s.split(sep)
+
+
 def _uuidv4() -> str:
     import uuid
 
@@ -816,7 +899,7 @@ SPRIG: Funcs = {
     "empty": lambda v: not truthy(v),
     "coalesce": lambda *a: next((x for x in a if truthy(x)), None),
     "ternary": lambda vt, vf, cond: vt if truthy(cond) else vf,
-    "quote": lambda *a: " ".join(json.dumps(_strval(x), ensure_ascii=False) for x in a if x is not None),
+    "quote": lambda *a: " ".join(go_quote(_strval(x)) for x in a if x is not None),
     "squote": lambda *a: " ".join(f"'{_strval(x)}'" for x in a if x is not None),
     "toString": _strval,
     "toJson": _to_json,
@@ -844,9 +927,8 @@ SPRIG: Funcs = {
     "hasSuffix": lambda p, s: _strval(s).endswith(_strval(p)),
     "trimPrefix": lambda p, s: _strval(s).removeprefix(_strval(p)),
     "trimSuffix": lambda p, s: _strval(s).removesuffix(_strval(p)),
-    "join": lambda sep, v: _strval(sep).join(_strval(x) for x in v) if isinstance(v, list | tuple)
-    else _strval(v),
-    "splitList": lambda sep, s: _strval(s).split(_strval(sep)),
+    "join": lambda sep, v: _strval(sep).join(_strslice(v)),
+    "splitList": lambda sep, s: _split(_strval(s), _strval(sep)),
     "b64enc": _b64enc,
     "b64dec": _b64dec,
     "uuidv4": _uuidv4,

@@ -301,3 +301,44 @@ def test_yaml_indent_is_kwoks_and_bad_input_fails_the_template() -> None:
         _yaml('{{ YAML (float64 "nan") }}')
     with pytest.raises(TemplateError, match="expected int; got string"):
         _yaml('{{ YAML . "1" }}', data)
+
+
+def test_string_literals_are_unquoted_as_gos_strconv_unquote() -> None:
+    """A template's ``"..."`` is a Go string literal: Go's escapes besides JSON's (``\\x41``,
+    ``\\101``, ``\\a``, ``\\v``, ``\\U0001F600``), and one Go refuses (``\\/``, ``\\'``, ``\\777``, a
+    surrogate) a ``TemplateError`` at parse time (it was a JSONDecodeError, which a Stage's
+    loading did not catch)."""
+    assert render(r'{{ "a\x41\101\u00e9\U0001F600\a\v\t\"\\" }}', {}) == 'aAAé😀\x07\x0b\t"\\'
+    assert render(r'{{ "\xff" }}', {}) == "\ufffd"
+    for bad in (r'{{ "\/" }}', r'{{ "\'" }}', r'{{ "\777" }}', r'{{ "\uD800" }}', r'{{ "\q" }}'):
+        with pytest.raises(TemplateError, match="invalid syntax"):
+            Template(bad)
+
+
+def test_stage_with_a_go_escape_in_its_template_loads_or_fails_as_a_stage_error() -> None:
+    from controlplane.nodes.stages import StageError, stage_from_object
+
+    def stage(template: str) -> dict[str, Any]:
+        return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "s"},
+                "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"}, "selector": {},
+                         "next": {"statusTemplate": template}}}
+
+    assert stage_from_object(stage(r'phase: {{ "Run\x6eing" }}')) is not None
+    with pytest.raises(StageError, match="invalid syntax"):
+        stage_from_object(stage(r'phase: {{ "\/" }}'))
+
+
+def test_quote_and_printf_q_are_gos_strconv_quote() -> None:
+    """Sprig's ``quote`` and ``printf "%q"`` are ``strconv.Quote``: a control character as
+    ``\\x01`` (JSON wrote ``\\u0001``), DEL and a non-printable as ``\\x7f``, ``\\u200b`` (JSON left
+    them raw), printable Unicode as it is; ``%+q`` escapes all but ASCII."""
+    assert render(r'{{ quote "a\x01\x7f\u200bé\t" 1 }}', {}) == r'"a\x01\x7f\u200bé\t" "1"'
+    assert render(r'{{ printf "%q" "a\x01\x7f\u200bé\"\\" }}', {}) == r'"a\x01\x7f\u200bé\"\\"'
+    assert render(r'{{ printf "%+q" "é😀" }}', {}) == r'"\u00e9\U0001f600"'
+
+
+def test_join_and_split_list_as_sprigs() -> None:
+    """``join`` takes Sprig's ``strslice`` (nils left out, nothing is no item); ``splitList``
+    is ``strings.Split`` (an empty separator splits every character, not an error)."""
+    assert render('{{ join "," .n }}|{{ join "," (list 1 .n 2) }}|{{ join "-" "x" }}', {"n": None}) == "|1,2|x"
+    assert render('{{ splitList "" "ab" }} {{ len (splitList "" "") }}', {}) == "[a b] 0"
