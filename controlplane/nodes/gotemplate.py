@@ -202,7 +202,10 @@ def _lex(src: str) -> list[tuple[str, str]]:
         if m is None or m.end() == pos:
             raise TemplateError(f"unexpected {src[pos:].strip()[:20]!r} in action {{{{{src}}}}}")
         kind = m.lastgroup or ""
-        out.append((kind, m.group(kind)))
+        text = m.group(kind)
+        if kind == "field" and m.start(kind) == pos and out and out[-1] == ("op", ")"):
+            kind = "chain"  # (pipeline).field; with a space between, .field is an argument of its own
+        out.append((kind, text))
         pos = m.end()
     return out
 
@@ -288,7 +291,7 @@ class _Parser:
             if self.take() != ("op", ")"):
                 raise TemplateError(f"unclosed parenthesis in {{{{{self.src}}}}}")
             nxt = self.peek()
-            if nxt is not None and nxt[0] == "field" and nxt[1] != ".":
+            if nxt is not None and nxt[0] == "chain" and nxt[1] != ".":
                 self.i += 1
                 return _Sub(pipe, tuple(p for p in nxt[1].split(".") if p))
             return _Sub(pipe, ())

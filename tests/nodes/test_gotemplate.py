@@ -342,3 +342,11 @@ def test_join_and_split_list_as_sprigs() -> None:
     is ``strings.Split`` (an empty separator splits every character, not an error)."""
     assert render('{{ join "," .n }}|{{ join "," (list 1 .n 2) }}|{{ join "-" "x" }}', {"n": None}) == "|1,2|x"
     assert render('{{ splitList "" "ab" }} {{ len (splitList "" "") }}', {}) == "[a b] 0"
+
+
+def test_a_field_after_a_parenthesis_and_a_space_is_an_argument_of_its_own() -> None:
+    """Go chains a field onto ``(...)`` only when it follows at once: ``(list 1).x`` is a field
+    of the result, ``(list 1) .spec.l`` two arguments (it was read as the first)."""
+    data = {"spec": {"l": [2, 3]}}
+    assert render('{{ printf "%v %v" (list 1) .spec.l }}', data) == "[1] [2 3]"
+    assert render('{{ (dict "a" 1).a }} {{ (index .spec.l 1) }}', data) == "1 3"
