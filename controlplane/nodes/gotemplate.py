@@ -17,7 +17,8 @@ template once (``Template(text)``) and renders it against a dict
 - the functions ``and or not eq ne lt le gt ge len index print println printf``
   (``printf`` as Go's ``fmt.Sprintf``: ``_printf``), Sprig's ``dict`` (KWOK's chaos stages write
   ``or .metadata.annotations dict``) and its common functions (``SPRIG``:
-  ``default``, ``add1``, ``toString``, ...; KWOK renders with all of Sprig)
+  ``default``, ``add1``, ``toString``, ``indent``, ``first``, ``dig``, ``regexMatch``, ...;
+  KWOK renders with all of Sprig)
   and whatever the caller passes in ``funcs`` (the stage engine passes
   KWOK's: ``Now``, ``StartTime``, ``Quote``, ``YAML``, ``NodeIP``, ``PodIP``,
   ``NodeIPWith``, ``NodeIPsWith``, ``PodIPWith``, ``PodIPsWith``,
@@ -896,6 +897,345 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# --- more of Sprig's (v3.3.0, KWOK's): strings, lists, dicts, types, hashes, regular expressions
+
+
+def _go_str(v: Any, what: str = "string") -> str:
+    """An argument Sprig declares ``string``: text/template passes a string (a ``json.Number`` too,
+    a string type) and fails the call for anything else."""
+    if not isinstance(v, str):
+        raise TemplateError(f"wrong type for value; expected {what}; got {_go_type(v)}")
+    return v
+
+
+def _go_int_arg(v: Any) -> int:
+    """An argument Sprig declares ``int``: a Go int (a template's integer constant)."""
+    if type(v) is not int:
+        raise TemplateError(f"wrong type for value; expected int; got {_go_type(v)}")
+    return v
+
+
+def _go_list(v: Any, fn: str) -> list[Any]:
+    """The list a Sprig list function takes; anything else fails it, as Sprig's panic does."""
+    if isinstance(v, list | tuple):
+        return list(v)
+    raise ValueError(f"Cannot {fn} on type {_go_type(v)}")
+
+
+def _like(v: Any, items: list[Any]) -> list[Any]:
+    """``items`` as a list of the kind ``v`` is: the object's (its numbers ``json.Number``s) or
+    one the template made."""
+    return items if type(v) is list else GoList(items)
+
+
+def _indent(n: Any, s: Any) -> str:
+    pad = " " * max(_go_int_arg(n), 0)
+    return pad + _go_str(s).replace("\n", "\n" + pad)
+
+
+def _repeat(n: Any, s: Any) -> str:
+    count = _go_int_arg(n)
+    if count < 0:
+        raise ValueError("strings: negative Repeat count")
+    return _go_str(s) * count
+
+
+def _bytes_cut(s: str, start: int, end: int | None) -> str:
+    """Go's ``s[start:end]`` of a string: by UTF-8 bytes (a cut inside a character leaves
+    U+FFFD, where Go leaves the bytes); out of range fails, as Go's panic."""
+    b = s.encode()
+    stop = len(b) if end is None else end
+    if not 0 <= start <= stop <= len(b):
+        raise ValueError(f"runtime error: slice bounds out of range [{start}:{stop}] with length {len(b)}")
+    return b[start:stop].decode("utf-8", "replace")
+
+
+def _trunc(c: Any, s: Any) -> str:
+    n, text = _go_int_arg(c), _go_str(s)
+    size = len(text.encode())
+    if n < 0 and size + n > 0:
+        return _bytes_cut(text, size + n, None)
+    if n >= 0 and size > n:
+        return _bytes_cut(text, 0, n)
+    return text
+
+
+def _substr(start: Any, end: Any, s: Any) -> str:
+    a, b, text = _go_int_arg(start), _go_int_arg(end), _go_str(s)
+    if a < 0:
+        return _bytes_cut(text, 0, b)
+    if b < 0 or b > len(text.encode()):
+        return _bytes_cut(text, a, None)
+    return _bytes_cut(text, a, b)
+
+
+def _cat(*a: Any) -> str:
+    return " ".join(go_format(x) for x in a if x is not None)
+
+
+def _go_space(c: str) -> bool:
+    """Go's ``unicode.IsSpace`` (Python's ``isspace`` also takes U+001C..U+001F)."""
+    return c.isspace() and c not in "\x1c\x1d\x1e\x1f"
+
+
+def _trim_space(s: str) -> str:
+    """Go's ``strings.TrimSpace``."""
+    i, j = 0, len(s)
+    while i < j and _go_space(s[i]):
+        i += 1
+    while j > i and _go_space(s[j - 1]):
+        j -= 1
+    return s[i:j]
+
+
+def _first(v: Any) -> Any:
+    items = _go_list(v, "find first")
+    return items[0] if items else None
+
+
+def _last(v: Any) -> Any:
+    items = _go_list(v, "find last")
+    return items[-1] if items else None
+
+
+def _rest(v: Any) -> Any:
+    items = _go_list(v, "find rest")
+    return _like(v, items[1:]) if items else None
+
+
+def _initial(v: Any) -> Any:
+    items = _go_list(v, "find initial")
+    return _like(v, items[:-1]) if items else None
+
+
+def _go_equal(a: Any, b: Any) -> bool:
+    """``reflect.DeepEqual`` as Sprig's ``has``, ``uniq``, ``without`` use it: values of different
+    Go types are different (``1`` and ``1.0``, ``1`` and ``"1"``, a ``json.Number`` and a string)."""
+    if type(a) is not type(b) and not (isinstance(a, dict) and isinstance(b, dict)) \
+            and not (isinstance(a, list | tuple) and isinstance(b, list | tuple)):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_go_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_go_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _has(needle: Any, haystack: Any) -> bool:
+    if haystack is None:
+        return False
+    return any(_go_equal(x, needle) for x in _go_list(haystack, "find has"))
+
+
+def _uniq(v: Any) -> list[Any]:
+    out: list[Any] = []
+    for x in _go_list(v, "find uniq"):
+        if not any(_go_equal(x, y) for y in out):
+            out.append(x)
+    return _like(v, out)
+
+
+def _without(v: Any, *omit: Any) -> list[Any]:
+    return _like(v, [x for x in _go_list(v, "find without") if not any(_go_equal(x, o) for o in omit)])
+
+
+def _sort_alpha(v: Any) -> list[str]:
+    if isinstance(v, list | tuple):
+        return GoList(sorted(_strslice(v)))
+    return GoList([_strval(v)])
+
+
+def _go_dict(v: Any) -> dict[str, Any]:
+    """An argument Sprig declares ``map[string]interface{}``."""
+    if not isinstance(v, dict):
+        raise TemplateError(f"wrong type for value; expected map[string]interface {{}}; got {_go_type(v)}")
+    return v
+
+
+def _set(d: Any, k: Any, v: Any) -> dict[str, Any]:
+    m = _go_dict(d)
+    m[_go_str(k)] = v
+    return m
+
+
+def _unset(d: Any, k: Any) -> dict[str, Any]:
+    m = _go_dict(d)
+    m.pop(_go_str(k), None)
+    return m
+
+
+def _pick(d: Any, *keys: Any) -> GoMap:
+    m = _go_dict(d)
+    return GoMap({k: m[k] for k in (_go_str(x) for x in keys) if k in m})
+
+
+def _omit(d: Any, *keys: Any) -> GoMap:
+    m, drop = _go_dict(d), {_go_str(x) for x in keys}
+    return GoMap({k: v for k, v in m.items() if k not in drop})
+
+
+def _dig(*a: Any) -> Any:
+    """Sprig's ``dig KEY... DEFAULT DICT``: the value at the keys' path, the default where one is
+    missing (a value on the way that is not a map fails, as Sprig's type assertion)."""
+    if len(a) < 3:
+        raise ValueError("dig needs at least three arguments")
+    *keys, default, d = a
+    cur = _go_dict(d)
+    for i, k in enumerate(keys):
+        step = cur.get(_go_str(k), _MISSING) if isinstance(cur, dict) else _MISSING
+        if step is _MISSING:
+            return default
+        if i == len(keys) - 1:
+            return _field_value(cur, step)
+        if not isinstance(step, dict):
+            raise ValueError(f"interface conversion: interface {{}} is {_go_type(step)}, not map[string]interface {{}}")
+        cur = step
+    return default
+
+
+def _go_kind(v: Any) -> str:
+    """``reflect.Kind`` of a template's value as Sprig's ``kindOf`` names it."""
+    if v is None:
+        return "invalid"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float64"
+    if isinstance(v, dict):
+        return "map"
+    return "slice" if isinstance(v, list | tuple) else "struct"
+
+
+def _type_of(v: Any) -> str:
+    """``fmt.Sprintf("%T", v)``."""
+    return "<nil>" if v is None else _go_type(v)
+
+
+def _sha256sum(s: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(_go_str(s).encode()).hexdigest()
+
+
+def _sha1sum(s: Any) -> str:
+    import hashlib
+
+    return hashlib.sha1(_go_str(s).encode(), usedforsecurity=False).hexdigest()
+
+
+def _until(n: Any) -> GoList:
+    count = _go_int_arg(n)
+    return GoList(range(count)) if count >= 0 else GoList(range(0, count, -1))
+
+
+def _pretty_json(v: Any, pad: str) -> str:
+    """``json.MarshalIndent(v, pad, "  ")`` past its first line."""
+    if isinstance(v, dict) and v:
+        inner = pad + "  "
+        return "{\n" + ",\n".join(f"{inner}{json_marshal_string(str(k))}: {_pretty_json(v[k], inner)}"
+                                   for k in sorted(v)) + "\n" + pad + "}"
+    if isinstance(v, list | tuple) and v:
+        inner = pad + "  "
+        return "[\n" + ",\n".join(inner + _pretty_json(x, inner) for x in v) + "\n" + pad + "]"
+    return json_marshal(v)
+
+
+def _to_pretty_json(v: Any) -> str:
+    """Sprig's ``toPrettyJson``: ``json.MarshalIndent(v, "", "  ")`` (HTML-escaped, numbers as
+    ``json.Marshal`` writes them), its error dropped (NaN: nothing)."""
+    try:
+        return _pretty_json(v, "")
+    except ValueError:
+        return ""
+
+
+def _from_json(s: Any) -> Any:
+    """Sprig's ``fromJson``: ``json.Unmarshal`` into ``interface{}``, so every number a
+    ``float64`` (``{{ (fromJson "{\\"a\\":1}").a }}`` is ``1``, a float); invalid JSON nothing."""
+    try:
+        v = json.loads(_go_str(s), parse_int=float, parse_constant=_refuse_constant)
+    except ValueError:
+        return None
+    return _go_made(v)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _go_made(v: Any) -> Any:
+    if isinstance(v, dict):
+        return GoMap({k: _go_made(x) for k, x in v.items()})
+    if isinstance(v, list):
+        return GoList(_go_made(x) for x in v)
+    return v
+
+
+_NOT_RE2 = re.compile(r"\(\?<?[=!]|\\[1-9]")
+
+
+def _regex(pattern: Any) -> re.Pattern[str] | None:
+    """A Go regular expression (RE2) as Python's ``re`` reads it: ``\\d``, ``\\w``, ``\\s``, ``\\b``
+    ASCII as RE2's; None for what RE2 refuses (lookarounds, back-references) or Python does
+    (Sprig's ``regexMatch`` and friends drop the error). Not RE2's: ``$`` also matches before
+    a final line break, and ``(?i)`` folds ASCII only."""
+    text = _go_str(pattern)
+    if _NOT_RE2.search(text):
+        return None
+    try:
+        return re.compile(text, re.ASCII)
+    except re.error:
+        return None
+
+
+def _regex_match(pattern: Any, s: Any) -> bool:
+    rx = _regex(pattern)
+    return rx is not None and rx.search(_go_str(s)) is not None
+
+
+def _regex_find(pattern: Any, s: Any) -> str:
+    rx = _regex(pattern)
+    m = rx.search(_go_str(s)) if rx is not None else None
+    return m.group(0) if m else ""
+
+
+def _regex_find_all(pattern: Any, s: Any, n: Any) -> GoList:
+    rx, limit = _regex(pattern), _go_int_arg(n)
+    if rx is None:
+        return GoList()
+    found = [m.group(0) for m in rx.finditer(_go_str(s))]
+    return GoList(found if limit < 0 else found[:limit])
+
+
+def _regex_replace_all_literal(pattern: Any, s: Any, repl: Any) -> str:
+    rx = _regex(pattern)
+    text, new = _go_str(s), _go_str(repl)
+    return text if rx is None else rx.sub(lambda _m: new, text)
+
+
+def _fail(msg: Any) -> str:
+    """Sprig's ``fail``: the template fails with the message."""
+    raise ValueError(_go_str(msg))
+
+
+def _field_value(d: dict[str, Any], v: Any) -> Any:
+    """A value read out of a map: a number of the object's as its ``json.Number``."""
+    t = type(v)
+    return _number(v) if (t is int or t is float) and not isinstance(d, GoMap) else v
+
+
+def _ceil(v: Any) -> float:
+    return float(math.ceil(_to_float(v))) if math.isfinite(_to_float(v)) else _to_float(v)
+
+
+def _floor(v: Any) -> float:
+    return float(math.floor(_to_float(v))) if math.isfinite(_to_float(v)) else _to_float(v)
+
+
 SPRIG: Funcs = {
     "now": _now,
     "default": _default,
@@ -921,7 +1261,7 @@ SPRIG: Funcs = {
     "list": lambda *a: GoList(a),
     "hasKey": lambda d, k: isinstance(d, dict) and k in d,
     "get": lambda d, k: d.get(k, "") if isinstance(d, dict) else "",
-    "trim": lambda s: _strval(s).strip(),
+    "trim": lambda s: _trim_space(_strval(s)),
     "lower": lambda s: _strval(s).lower(),
     "upper": lambda s: _strval(s).upper(),
     "replace": lambda old, new, src: _strval(src).replace(_strval(old), _strval(new)),
@@ -932,6 +1272,56 @@ SPRIG: Funcs = {
     "trimSuffix": lambda p, s: _strval(s).removesuffix(_strval(p)),
     "join": lambda sep, v: _strval(sep).join(_strslice(v)),
     "splitList": lambda sep, s: _split(_strval(s), _strval(sep)),
+    "indent": _indent,
+    "nindent": lambda n, v: "\n" + _indent(n, v),
+    "repeat": _repeat,
+    "trunc": _trunc,
+    "substr": _substr,
+    "cat": _cat,
+    "nospace": lambda v: "".join(c for c in _go_str(v) if not _go_space(c)),
+    "trimAll": lambda cutset, v: _go_str(v).strip(_go_str(cutset)),
+    "split": lambda sep, v: GoMap({f"_{i}": p for i, p in enumerate(_split(_go_str(v), _go_str(sep)))}),
+    "toStrings": lambda v: GoList(_strslice(v)),
+    "first": _first,
+    "last": _last,
+    "rest": _rest,
+    "initial": _initial,
+    "append": lambda v, x: _like(v, [*_go_list(v, "append"), x]),
+    "push": lambda v, x: _like(v, [*_go_list(v, "push"), x]),
+    "prepend": lambda v, x: _like(v, [x, *_go_list(v, "prepend")]),
+    "concat": lambda *ls: GoList(x for v in ls for x in _go_list(v, "concat")),
+    "reverse": lambda v: _like(v, _go_list(v, "find reverse")[::-1]),
+    "compact": lambda v: _like(v, [x for x in _go_list(v, "compact") if truthy(x)]),
+    "has": _has,
+    "uniq": _uniq,
+    "without": _without,
+    "sortAlpha": _sort_alpha,
+    "keys": lambda *ds: GoList(k for d in ds for k in sorted(_go_dict(d))),
+    "values": lambda d: GoList(_field_value(d, _go_dict(d)[k]) for k in sorted(d)),
+    "set": _set,
+    "unset": _unset,
+    "pick": _pick,
+    "omit": _omit,
+    "pluck": lambda k, *ds: GoList(_field_value(d, _go_dict(d)[k]) for d in ds if k in _go_dict(d)),
+    "dig": _dig,
+    "all": lambda *a: all(truthy(x) for x in a),
+    "any": lambda *a: any(truthy(x) for x in a),
+    "kindOf": _go_kind,
+    "kindIs": lambda kind, v: _go_str(kind) == _go_kind(v),
+    "typeOf": _type_of,
+    "typeIs": lambda t, v: _go_str(t) == _type_of(v),
+    "sha256sum": _sha256sum,
+    "sha1sum": _sha1sum,
+    "until": _until,
+    "fromJson": _from_json,
+    "toPrettyJson": _to_pretty_json,
+    "regexMatch": _regex_match,
+    "regexFind": _regex_find,
+    "regexFindAll": _regex_find_all,
+    "regexReplaceAllLiteral": _regex_replace_all_literal,
+    "ceil": _ceil,
+    "floor": _floor,
+    "fail": _fail,
     "b64enc": _b64enc,
     "b64dec": _b64dec,
     "uuidv4": _uuidv4,

@@ -350,3 +350,53 @@ def test_a_field_after_a_parenthesis_and_a_space_is_an_argument_of_its_own() -> 
     data = {"spec": {"l": [2, 3]}}
     assert render('{{ printf "%v %v" (list 1) .spec.l }}', data) == "[1] [2 3]"
     assert render('{{ (dict "a" 1).a }} {{ (index .spec.l 1) }}', data) == "1 3"
+
+
+def test_more_of_sprigs_functions_as_sprig_v3_writes_them() -> None:
+    """Sprig's string, list, dict, type, hash, JSON and regular expression functions that KWOK
+    renders with (``sprig.TxtFuncMap``), with Sprig's semantics: byte offsets for ``trunc``
+    and ``substr``, ``reflect.DeepEqual`` for ``has``/``uniq``/``without`` (``1`` is not
+    ``"1"``), the object's numbers ``json.Number``s (``kindOf`` ``string``), ``fromJson``'s
+    ``float64``s, ``toPrettyJson`` as ``json.MarshalIndent``."""
+    data = {"spec": {"l": [1, 2.5, "a", 1], "m": {"b": 2, "a": 1.0}}}
+    cases = {
+        r'{{ indent 2 "a\nb" }}|{{ nindent 2 "a" }}|{{ repeat 3 "ab" }}': "  a\n  b|\n  a|ababab",
+        '{{ trunc 3 "abcdef" }} {{ trunc -2 "abcdef" }} {{ trunc 9 "ab" }} {{ substr 1 3 "abcdef" }} '
+        '{{ substr -1 2 "abc" }} {{ substr 1 -1 "abc" }}': "abc ef ab bc ab bc",
+        r'{{ cat "a" 1 nil 2.5 }}|{{ nospace " a b\tc " }}|{{ trimAll "$" "$5.00$" }}|{{ (split "," "a,b")._1 }}':
+            "a 1 2.5|abc|5.00|b",
+        '{{ first .spec.l }} {{ last .spec.l }} {{ rest .spec.l }} {{ initial .spec.l }} {{ first (list) }} '
+        '{{ append .spec.l 3 }} {{ prepend (list 1) 0 }} {{ concat (list 1) .spec.l }}':
+            "1 1 [2.5 a 1] [1 2.5 a] <no value> [1 2.5 a 1 3] [0 1] [1 1 2.5 a 1]",
+        '{{ reverse (list 1 2 3) }} {{ compact (list 0 1 "" "a" nil) }} {{ has 1 (list 1 2) }} '
+        '{{ has "1" (list 1 2) }} {{ uniq .spec.l }} {{ without (list 1 2 3) 2 }} {{ sortAlpha (list "b" "a" 10) }}':
+            "[3 2 1] [1 a] true false [1 2.5 a] [1 3] [10 a b]",
+        '{{ keys .spec.m }} {{ values .spec.m }} {{ pick .spec.m "a" }} {{ omit .spec.m "a" }} '
+        '{{ pluck "a" .spec.m (dict "a" 3) }} {{ dig "m" "a" "d" .spec }} {{ dig "m" "z" "d" .spec }}':
+            "[a b] [1 2] map[a:1] map[b:2] [1 3] 1 d",
+        '{{ kindOf .spec.m.a }} {{ kindOf 1 }} {{ kindOf 1.5 }} {{ kindOf nil }} {{ kindOf .spec.l }} '
+        '{{ typeOf .spec.m.a }} {{ typeOf (list) }} {{ typeOf nil }} {{ kindIs "map" .spec.m }}':
+            "string int float64 invalid slice json.Number []interface {} <nil> true",
+        '{{ sha256sum "abc" | trunc 8 }} {{ sha1sum "abc" | trunc 8 }} {{ until 3 }} {{ until -2 }}':
+            "ba7816bf a9993e36 [0 1 2] [0 -1]",
+        r'{{ fromJson "{\"a\":1,\"b\":[1.5,true,null]}" }} {{ (fromJson "{\"a\":1}").a | typeOf }} {{ fromJson "x" }}':
+            "map[a:1 b:[1.5 true <nil>]] float64 <no value>",
+        '{{ toPrettyJson (dict "x" (list 1 (dict)) "<" "&") }}|{{ toPrettyJson (list) }}':
+            '{\n  "\\u003c": "\\u0026",\n  "x": [\n    1,\n    {}\n  ]\n}|[]',
+        r'{{ regexMatch "^[a-z]+\\d$" "abc1" }} {{ regexMatch "(?=a)" "a" }} {{ regexFind "[0-9]+" "ab12cd34" }} '
+        r'{{ regexFindAll "[0-9]" "a1b2c3" 2 }} {{ regexReplaceAllLiteral "a(x*)b" "-ab-axxb-" "${1}W" }}':
+            "true false 12 [1 2] -${1}W-${1}W-",
+        r'{{ ceil 1.2 }} {{ floor "-1.5" }} {{ all 1 "a" }} {{ any 0 "" }} {{ trim "\x1c a \t" | printf "%q" }}':
+            r'2 -2 true false "\x1c a"',
+        '{{ set (dict "a" 1) "b" 2 }} {{ unset (dict "a" 1 "b" 2) "a" }} {{ toStrings (list 1 nil "a") }}':
+            "map[a:1 b:2] map[b:2] [1 a]",
+    }
+    for text, want in cases.items():
+        assert render(text, data) == want, text
+    for bad, message in (('{{ fail "boom" }}', "error calling fail: boom"),
+                         ('{{ indent "2" "x" }}', "expected int; got string"),
+                         ('{{ first "x" }}', "Cannot find first on type string"),
+                         ('{{ substr 5 9 "abc" }}', "slice bounds out of range"),
+                         ('{{ keys (list) }}', "expected map")):
+        with pytest.raises(TemplateError, match=message):
+            render(bad, data)
