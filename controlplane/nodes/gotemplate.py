@@ -106,7 +106,8 @@ _TOKEN = re.compile(r"""
     \s*(?:
       (?P<str>"(?:[^"\\]|\\.)*")
     | (?P<raw>`[^`]*`)
-    | (?P<num>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
+    | (?P<num>[+-]?(?:0[xX][0-9a-fA-F_]*(?:\.[0-9a-fA-F_]*)?(?:[pP][+-]?[0-9_]+)?|0[bBoO][0-9_]+
+                   |(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)(?:[eE][+-]?[0-9_]+)?)(?![A-Za-z0-9_.]))
     | (?P<var>\$[A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)
     | (?P<field>(?:\.[A-Za-z0-9_]+)+|\.)
     | (?P<ident>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)
@@ -273,7 +274,7 @@ class _Parser:
         if kind == "raw":
             return _Lit(text[1:-1])
         if kind == "num":
-            return _Lit(float(text) if "." in text or "e" in text or "E" in text else int(text))
+            return _Lit(_go_number(text))
         if kind == "field":
             return _Field(None, tuple(p for p in text.split(".") if p))
         if kind == "var":
@@ -366,6 +367,24 @@ def go_quote(s: str, ascii_only: bool = False) -> str:
             out.append(f"\\U{ord(c):08x}")
     out.append('"')
     return "".join(out)
+
+
+def _go_number(text: str) -> int | float:
+    """A number constant as text/template's ``idealConstant`` makes it: a float64 when it is
+    written as one (``.``, an exponent; ``0x1p4``, but ``0x1e`` is a hex int), else an ``int``:
+    Go's literals (``0x10``, ``0o17``, ``0b101``, ``017``, ``1_000``, ``.5``, ``+1``); a text
+    Go's parser cannot read is ``illegal number syntax``."""
+    body = text.lstrip("+-")
+    is_hex = body[:2] in ("0x", "0X")
+    if any(c in body for c in (".pP" if is_hex else ".eEpP")):
+        f = parse_go_float(text)
+        if f is not None and math.isfinite(f):
+            return f
+    else:
+        n = parse_go_int(text)
+        if n is not None:
+            return n
+    raise TemplateError(f"illegal number syntax: {text!r}")
 
 
 def _parse_pipe(src: str, allow_decl: bool = True) -> _Pipe:

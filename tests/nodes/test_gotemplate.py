@@ -400,3 +400,16 @@ def test_more_of_sprigs_functions_as_sprig_v3_writes_them() -> None:
                          ('{{ keys (list) }}', "expected map")):
         with pytest.raises(TemplateError, match=message):
             render(bad, data)
+
+
+def test_number_constants_are_gos_literals() -> None:
+    """A number in a template is a Go literal, typed as text/template's ``idealConstant``: an
+    int in any base (``0x10`` was read as ``0`` and a call of ``x10``), a float64 when written
+    as one (but ``0x1e`` is a hex int); one Go cannot read fails at parse time."""
+    assert render("{{ 0x10 }} {{ 0o17 }} {{ 0b101 }} {{ 017 }} {{ 1_000 }} {{ .5 }} {{ +1 }} {{ -2 }}", {}) == \
+        "16 15 5 15 1000 0.5 1 -2"
+    assert render('{{ 1e3 }} {{ 0x1p4 }} {{ add 0x10 1 }} {{ printf "%T %T %T" 1e3 0x1e 2 }}', {}) == \
+        "1000 16 17 float64 int int"
+    for bad in ("{{ 08 }}", "{{ 1__0 }}", "{{ 0x }}", "{{ 1e999 }}", "{{ 9223372036854775808 }}"):
+        with pytest.raises(TemplateError, match="illegal number syntax"):
+            Template(bad)
