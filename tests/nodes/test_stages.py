@@ -911,7 +911,7 @@ def test_kwok_configuration_beside_the_stages_is_skipped() -> None:
      "weightFrom: {cel: {expression: self.x}}}\n", r"weightFrom: unsupported field\(s\) cel"),
     # a function neither Go, Sprig's common ones nor KWOK's: refused at load, not at each render
     ("apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\nspec: {resourceRef: {kind: Pod}, "
-     "next: {statusTemplate: 'phase: {{ Nope (sha1sum .x) }}'}}\n", r"unsupported function\(s\) Nope, sha1sum"),
+     "next: {statusTemplate: 'phase: {{ Nope (htpasswd .x .y) }}'}}\n", r"unsupported function\(s\) Nope, htpasswd"),
 ])
 def test_unsupported_stages_are_rejected_by_name(text: str, message: str) -> None:
     with pytest.raises(StageError, match=message):
