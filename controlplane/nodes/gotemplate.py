@@ -845,16 +845,20 @@ _GO_JSON_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"
                                   "\u2029": "\\u2029"})
 
 
-def json_marshal_string(s: str) -> str:
-    """Go's ``json.Marshal`` of a string: JSON's quoting, and ``<``, ``>``, ``&`` as ``\\u003c``..."""
-    return json.dumps(s, ensure_ascii=False).translate(_GO_JSON_ESCAPES)
+_GO_JSON_LINE_ESCAPES = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
-def json_marshal(v: Any) -> str:
+def json_marshal_string(s: str, escape_html: bool = True) -> str:
+    """Go's ``json.Marshal`` of a string: JSON's quoting, and ``<``, ``>``, ``&`` as ``\\u003c``...
+    (not with ``escape_html`` False: an Encoder's ``SetEscapeHTML(false)``)."""
+    return json.dumps(s, ensure_ascii=False).translate(_GO_JSON_ESCAPES if escape_html else _GO_JSON_LINE_ESCAPES)
+
+
+def json_marshal(v: Any, escape_html: bool = True) -> str:
     """Go's ``json.Marshal`` of a template's value: map keys sorted, a ``json.Number`` as its
     text, a float as Go writes one (``1``, ``10000000000000000``, ``1e-7``, ``1e+21``: not
-    Python's ``1.0``, ``1e+16``, ``1e-07``), strings HTML-escaped. NaN and the infinities are
-    an error (``json: unsupported value``), as Go's."""
+    Python's ``1.0``, ``1e+16``, ``1e-07``), strings HTML-escaped (unless ``escape_html`` is
+    False). NaN and the infinities are an error (``json: unsupported value``), as Go's."""
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -862,7 +866,7 @@ def json_marshal(v: Any) -> str:
     if isinstance(v, GoNumber):
         return str.__str__(v)
     if isinstance(v, str):
-        return json_marshal_string(v)
+        return json_marshal_string(v, escape_html)
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
@@ -870,10 +874,11 @@ def json_marshal(v: Any) -> str:
             raise ValueError(f"json: unsupported value: {_go_g(v, None)}")
         return _json_float(v)
     if isinstance(v, dict):
-        return "{" + ",".join(f"{json_marshal_string(str(k))}:{json_marshal(v[k])}" for k in sorted(v)) + "}"
+        return "{" + ",".join(f"{json_marshal_string(str(k), escape_html)}:{json_marshal(v[k], escape_html)}"
+                              for k in sorted(v)) + "}"
     if isinstance(v, list | tuple):
-        return "[" + ",".join(json_marshal(x) for x in v) + "]"
-    return json_marshal_string(str(v))
+        return "[" + ",".join(json_marshal(x, escape_html) for x in v) + "]"
+    return json_marshal_string(str(v), escape_html)
 
 
 def _to_json(v: Any) -> str:
@@ -1247,6 +1252,98 @@ def _field_value(d: dict[str, Any], v: Any) -> Any:
     return _number(v) if (t is int or t is float) and not isinstance(d, GoMap) else v
 
 
+def _to_raw_json(v: Any) -> str:
+    """Sprig's ``toRawJson``: ``json.Marshal`` without HTML escaping, its error dropped."""
+    try:
+        return json_marshal(v, escape_html=False)
+    except ValueError:
+        return ""
+
+
+def _slice(v: Any, *indices: Any) -> list[Any]:
+    """Sprig's ``slice LIST [START [END]]`` (Go's ``l[start:end]``: out of range fails)."""
+    items = _go_list(v, "slice")
+    start = _to_int(indices[0]) if indices else 0
+    end = _to_int(indices[1]) if len(indices) > 1 else len(items)
+    if not 0 <= start <= end <= len(items):
+        raise ValueError(f"reflect: slice index out of range [{start}:{end}] with length {len(items)}")
+    return _like(v, items[start:end])
+
+
+def _chunk(size: Any, v: Any) -> GoList:
+    n, items = _go_int_arg(size), _go_list(v, "chunk")
+    if n <= 0:  # Go's arithmetic makes a negative length of it
+        raise ValueError("runtime error: makeslice: len out of range")
+    return GoList(_like(v, items[i:i + n]) for i in range(0, len(items), n))
+
+
+def _until_step(start: Any, stop: Any, step: Any) -> GoList:
+    a, b, c = _go_int_arg(start), _go_int_arg(stop), _go_int_arg(step)
+    if (b < a and c >= 0) or (b >= a and c <= 0):
+        return GoList()
+    return GoList(range(a, b, c))
+
+
+def _splitn(sep: Any, n: Any, v: Any) -> GoMap:
+    """Sprig's ``splitn``: ``strings.SplitN`` as a map ``_0``, ``_1``..."""
+    text, by, count = _go_str(v), _go_str(sep), _go_int_arg(n)
+    if count == 0:
+        parts: list[str] = []
+    elif by == "":
+        chars = list(text)
+        parts = chars if count < 0 or count >= len(chars) else [*chars[:count - 1], "".join(chars[count - 1:])]
+    else:
+        parts = text.split(by, count - 1 if count > 0 else -1)
+    return GoMap({f"_{i}": p for i, p in enumerate(parts)})
+
+
+def _b32dec(s: Any) -> str:
+    import base64
+    import binascii
+
+    try:
+        return base64.b32decode(_go_str(s)).decode("utf-8", "replace")
+    except (binascii.Error, ValueError) as e:
+        return str(e)
+
+
+def _adler32sum(s: Any) -> str:
+    import zlib
+
+    return str(zlib.adler32(_go_str(s).encode()))
+
+
+_REGEX_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def _go_path_clean(p: str) -> str:
+    """Go's ``path.Clean`` (POSIX's ``normpath`` but for a leading ``//``, which Go makes ``/``)."""
+    import posixpath
+
+    cleaned = posixpath.normpath(p) if p else "."
+    return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
+
+
+def _go_path_base(p: str) -> str:
+    if p == "":
+        return "."
+    trimmed = p.rstrip("/")
+    return "/" if trimmed == "" else trimmed.rsplit("/", 1)[-1]
+
+
+def _go_path_dir(p: str) -> str:
+    return _go_path_clean(p[:p.rfind("/") + 1])
+
+
+def _go_path_ext(p: str) -> str:
+    i = len(p) - 1
+    while i >= 0 and p[i] != "/":
+        if p[i] == ".":
+            return p[i:]
+        i -= 1
+    return ""
+
+
 def _ceil(v: Any) -> float:
     return float(math.ceil(_to_float(v))) if math.isfinite(_to_float(v)) else _to_float(v)
 
@@ -1338,6 +1435,22 @@ SPRIG: Funcs = {
     "regexFind": _regex_find,
     "regexFindAll": _regex_find_all,
     "regexReplaceAllLiteral": _regex_replace_all_literal,
+    "tuple": lambda *a: GoList(a),
+    "slice": _slice,
+    "chunk": _chunk,
+    "untilStep": _until_step,
+    "splitn": _splitn,
+    "deepEqual": _go_equal,
+    "toRawJson": _to_raw_json,
+    "b32enc": lambda v: __import__("base64").b32encode(_strval(v).encode()).decode(),
+    "b32dec": _b32dec,
+    "adler32sum": _adler32sum,
+    "regexQuoteMeta": lambda v: _REGEX_META.sub(r"\\\1", _go_str(v)),
+    "base": lambda v: _go_path_base(_go_str(v)),
+    "dir": lambda v: _go_path_dir(_go_str(v)),
+    "ext": lambda v: _go_path_ext(_go_str(v)),
+    "clean": lambda v: _go_path_clean(_go_str(v)),
+    "isAbs": lambda v: _go_str(v).startswith("/"),
     "ceil": _ceil,
     "floor": _floor,
     "fail": _fail,

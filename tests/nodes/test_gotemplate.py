@@ -413,3 +413,29 @@ def test_number_constants_are_gos_literals() -> None:
     for bad in ("{{ 08 }}", "{{ 1__0 }}", "{{ 0x }}", "{{ 1e999 }}", "{{ 9223372036854775808 }}"):
         with pytest.raises(TemplateError, match="illegal number syntax"):
             Template(bad)
+
+
+def test_sprigs_list_path_encoding_and_raw_json_functions() -> None:
+    """``tuple slice chunk untilStep splitn deepEqual toRawJson b32enc b32dec adler32sum
+    regexQuoteMeta base dir ext clean isAbs``, as Sprig's (Go's ``path`` package for the paths:
+    ``clean "//a/../b/"`` is ``/b``, ``base ""`` is ``.``)."""
+    data = {"spec": {"l": [1, 2.5, "a"]}}
+    cases = {
+        '{{ tuple 1 "a" }} {{ slice (list 1 2 3) 1 }} {{ slice (list 1 2 3) 0 2 }} {{ slice .spec.l 1 }} '
+        '{{ chunk 2 (list 1 2 3 4 5) }} {{ chunk 2 (list) }}': "[1 a] [2 3] [1 2] [2.5 a] [[1 2] [3 4] [5]] []",
+        '{{ untilStep 0 10 3 }} {{ untilStep 5 0 -2 }} {{ untilStep 0 5 0 }} {{ splitn "," 2 "a,b,c" }} '
+        '{{ splitn "" 2 "abc" }} {{ splitn "," 0 "a" }}': "[0 3 6 9] [5 3 1] [] map[_0:a _1:b,c] map[_0:a _1:bc] map[]",
+        '{{ deepEqual (list 1 (dict "a" "b")) (list 1 (dict "a" "b")) }} {{ deepEqual 1 1.0 }} '
+        '{{ toRawJson (dict "a" "<&>" "b" 1.0) }} {{ toJson (dict "a" "<&>") }}':
+            'true false {"a":"<&>","b":1} {"a":"\\u003c\\u0026\\u003e"}',
+        '{{ b32enc "hi" }} {{ b32dec "NBUQ====" }} {{ adler32sum "abc" }} {{ regexQuoteMeta "a.b*c-d" }}':
+            "NBUQ==== hi 38600999 a\\.b\\*c-d",
+        '{{ base "/a/b/" }} {{ base "" }} {{ base "/" }} {{ dir "/a/b/c" }} {{ dir "a" }} {{ ext "a/b.tar.gz" }} '
+        '{{ clean "//a/../b/./c/" }} {{ clean "" }} {{ isAbs "/x" }}': "b . / /a/b . .gz /b/c . true",
+    }
+    for text, want in cases.items():
+        assert render(text, data) == want, text
+    with pytest.raises(TemplateError, match="slice index out of range"):
+        render("{{ slice (list 1) 2 }}", data)
+    with pytest.raises(TemplateError, match="len out of range"):
+        render("{{ chunk 0 (list 1) }}", data)
