@@ -200,7 +200,18 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
     pod_os = spec.get("os")  # ValidatePodSpec's last check; a spec without one pays this lookup alone
     if pod_os is not None:
         _os(pod_os, spec, path, causes)
+    if sc and type(sc) is dict and sc.get("supplementalGroups") == []:
+        del sc["supplementalGroups"]  # (validation.KEPT_EMPTY: seen as sent, stored as protobuf: nil)
     return causes
+
+
+def drop_kept_empty(spec: Any) -> None:
+    """A pod spec that ``pod_spec_causes`` does not check (a StatefulSet's template's) with its
+    empty lists that decoding kept for validation (``validation.KEPT_EMPTY``) left out, as
+    protobuf stores them."""
+    sc = spec.get("securityContext") if type(spec) is dict else None
+    if sc and type(sc) is dict and sc.get("supplementalGroups") == []:
+        del sc["supplementalGroups"]
 
 
 def _scheduling_group(group: Any, at: str, causes: Causes) -> None:
@@ -1250,7 +1261,9 @@ def template_causes(plural: str, spec: Obj, path: str, old_spec: Obj | None = No
     # upstream leaves a StatefulSet's pod spec unchecked (ValidatePodTemplateSpecForStatefulSet: its
     # mounts may name volumeClaimTemplates, not volumes); its pods are checked when they are created
     old_pod_spec = ((old_spec or {}).get("template") or {}).get("spec")
-    if plural != "statefulsets":
+    if plural == "statefulsets":
+        drop_kept_empty(pod_spec)
+    else:
         # ValidatePodTemplateSpec: the pod's own annotation checks, its AppArmor annotations' agreement
         # with its fields after its spec's (at the template's paths: upstream's, spec.template.annotations[...])
         annotations = meta.get("annotations") if isinstance(meta, dict) else None

@@ -1207,6 +1207,9 @@ _EMPTY_REQUIRED: dict[str, tuple[str, ...]] = {
 # sent through validation, then dropped when empty by their strategy (registry/resourceslices.py)
 KEPT_EMPTY: dict[str, tuple[str, ...]] = {
     "io.k8s.api.resource.v1.ResourceSliceSpec": ("sharedCounters", "devices"),
+    # validateWindows forbids a Windows pod's supplementalGroups when not nil, [] too
+    # (registry/podvalidation.py: dropped after the pod spec's checks, ``drop_kept_empty``)
+    "io.k8s.api.core.v1.PodSecurityContext": ("supplementalGroups",),
 }
 
 

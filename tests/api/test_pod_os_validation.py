@@ -102,6 +102,34 @@ async def test_a_windows_pods_false_host_namespaces_and_empty_sysctls_are_no_set
         "NT AUTHORITY\\NETWORK SERVICE"
 
 
+async def test_a_windows_pods_empty_supplemental_groups_are_sent(client: Client) -> None:
+    # Go decodes [] as an empty, non-nil slice: validateWindows forbids it as it forbids [1];
+    # a Linux pod's (or a pod without an OS) is stored without it, as protobuf stores none
+    windows = {"os": {"name": "windows"}, "securityContext": {"supplementalGroups": []},
+               "containers": [{"name": "c", "image": "x"}]}
+    assert await causes_of(client, PODS, pod(windows)) == [forbidden("spec.securityContext.supplementalGroups")]
+    statefulset = {"metadata": {"name": "s"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+        "metadata": {"labels": {"a": "b"}}, "spec": {**windows, "os": {"name": "linux"}}}}}
+    deployment = {**statefulset, "metadata": {"name": "d"}}
+    assert await causes_of(client, DEPLOYMENTS, {**deployment, "spec": {**deployment["spec"], "template": {
+        "metadata": {"labels": {"a": "b"}}, "spec": windows}}}) == [
+        forbidden("spec.template.spec.securityContext.supplementalGroups")]
+    for os_ in ({"name": "linux"}, None):
+        spec = {**windows, "os": os_, "securityContext": {"supplementalGroups": [], "runAsNonRoot": True}}
+        created = await client.create(PODS, pod(spec, name=f"p-{str(bool(os_)).lower()}"))
+        assert created["spec"]["securityContext"] == {"runAsNonRoot": True}
+        got = await client.get(f"{PODS}/p-{str(bool(os_)).lower()}")
+        assert got["spec"]["securityContext"] == {"runAsNonRoot": True}
+        got["spec"]["securityContext"]["supplementalGroups"] = []  # an update's too (not a change)
+        updated = await client.update(f"{PODS}/p-{str(bool(os_)).lower()}", got)
+        assert updated["spec"]["securityContext"] == {"runAsNonRoot": True}
+    for path in (DEPLOYMENTS, resource_path("apps", "v1", "statefulsets", "default")):
+        created = await client.create(path, deployment if path == DEPLOYMENTS else statefulset)
+        assert created["spec"]["template"]["spec"]["securityContext"] == {}
+        assert (await client.get(f"{path}/{created['metadata']['name']}"))["spec"]["template"]["spec"][
+            "securityContext"] == {}
+
+
 async def test_a_linux_pod_sets_no_windows_options(client: Client) -> None:
     spec = {"os": {"name": "linux"}, "securityContext": {**LINUX_POD, "windowsOptions": {}},
             "initContainers": [{"name": "i", "image": "x",
