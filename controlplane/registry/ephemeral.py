@@ -7,7 +7,10 @@ added, never changed or removed; each needs a name unique among all the pod's
 containers and an image, may target an existing container, and may not have what only
 a regular container has (ports, probes, lifecycle hooks, resources, a restart policy or
 restart rules), nor what the pod's OS forbids (``spec.os``: a Windows pod's container no
-Linux security context field, a Linux pod's no ``windowsOptions``).
+Linux security context field, a Linux pod's no ``windowsOptions``). Each added one is
+otherwise checked as any container is (``validateContainerCommon``: its security context
+too), and the pod's HostProcess rules over all its containers, as upstream's
+``ValidatePodEphemeralContainersUpdate`` validates the whole new spec.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from .causes import Causes, cause, objects
 from .podspec import default_container
-from .podvalidation import os_causes
+from .podvalidation import ephemeral_container_causes, host_process_causes, os_causes
 
 __all__ = ["ephemeral_update"]
 
@@ -45,16 +48,15 @@ def ephemeral_update(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str
     regular = {c.get("name") for key in ("containers", "initContainers") for c in old_spec.get(key) or ()
                if isinstance(c, dict)}
     seen: set[str] = set()
+    stored = old_spec.get("ephemeralContainers") or ()
     for path, c in objects(containers, "spec.ephemeralContainers", causes):
         default_container(c)
+        if c not in stored:  # validateContainerCommon (a stored one passed it)
+            causes += ephemeral_container_causes(spec, [(path, c)])
         name = c.get("name")
-        if not name:
-            causes.append(cause("FieldValueRequired", f"{path}.name", "Required value"))
-        elif name in regular or name in seen:
+        if name and (name in regular or name in seen):
             causes.append(cause("FieldValueDuplicate", f"{path}.name", f'Duplicate value: "{name}"'))
         seen.add(str(name))
-        if not c.get("image"):
-            causes.append(cause("FieldValueRequired", f"{path}.image", "Required value"))
         for field in _FORBIDDEN:
             if c.get(field):
                 causes.append(cause("FieldValueForbidden", f"{path}.{field}",
@@ -66,6 +68,7 @@ def ephemeral_update(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str
         target = c.get("targetContainerName")
         if target and target not in regular:
             causes.append(cause("FieldValueNotFound", f"{path}.targetContainerName", f'Not found: "{target}"'))
+    causes += host_process_causes(spec, "spec")
     if spec.get("os") is not None:  # (ValidatePodSpec's last check: a Windows pod's containers' Linux fields)
         causes += os_causes(spec, "spec")
     by_name = {c.get("name"): c for c in containers if isinstance(c, dict)}

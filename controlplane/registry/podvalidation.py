@@ -38,9 +38,10 @@ from .dnsnames import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from .ipfields import pod_spec_ip_causes
 from .podresources import hugepage_divisible, pod_resources_causes
 
-__all__ = ["dns_label_problems", "label_key_problems", "label_selector_causes", "label_value_problems", "labels_causes",
-           "not_supported", "os_causes", "pod_spec_causes", "port_name_problems", "required", "subdomain_problems",
-           "template_causes", "tolerations_causes"]
+__all__ = ["dns_label_problems", "ephemeral_container_causes", "host_process_causes", "label_key_problems",
+           "label_selector_causes", "label_value_problems", "labels_causes", "not_supported", "os_causes",
+           "pod_spec_causes", "port_name_problems", "required", "subdomain_problems", "template_causes",
+           "tolerations_causes"]
 
 Obj = dict[str, Any]
 Causes = list[dict[str, str]]
@@ -1118,6 +1119,31 @@ def _os(pod_os: Any, spec: Obj, path: str, causes: Causes) -> None:
         for field in _WINDOWS_CONTAINER:
             if c_sc.get(field) is not None:
                 causes.append(forbidden(f"{at}.securityContext.{field}", _NOT_WINDOWS))
+
+
+def ephemeral_container_causes(spec: Obj, added: list[tuple[str, Obj]], path: str = "spec") -> Causes:
+    """What ``validateEphemeralContainers`` says with ``validateContainerCommon`` of the
+    ephemeral containers an ``ephemeralcontainers`` update adds to the (stored, valid) spec at
+    ``path`` (``added``: each with its path): name, image, env, mounts of the pod's volumes,
+    resources, and its security context (ids, proc mount, profiles, ``windowsOptions``)."""
+    causes: Causes = []
+    volumes = _volume_names(spec.get("volumes"), path, causes)
+    host_users = spec.get("hostUsers") is not False
+    pod_level = isinstance(spec.get("resources"), dict)
+    for at, c in added:
+        _container(c, at, volumes, True, host_users, causes, pod_level)
+    return causes
+
+
+def host_process_causes(spec: Obj, path: str) -> Causes:
+    """``validateWindowsHostProcessPod`` of the whole spec at ``path`` (the ephemeral containers
+    too), which only a spec with some ``windowsOptions`` can fail."""
+    causes: Causes = []
+    sc = spec.get("securityContext")
+    if (isinstance(sc, dict) and sc.get("windowsOptions") is not None) or \
+            any(c_sc.get("windowsOptions") is not None for _, c_sc in _container_contexts(spec, path)):
+        _host_process(spec, path, causes)
+    return causes
 
 
 def os_causes(spec: Obj, path: str) -> Causes:

@@ -96,3 +96,51 @@ async def test_other_verbs_and_unknown_subresources(pod: Client) -> None:
     with pytest.raises(ApiError) as e:
         await c.get(f"{PODS}/missing/ephemeralcontainers")
     assert e.value.code == 404
+
+
+async def test_an_ephemeral_containers_security_context_is_checked_as_a_containers(pod: Client) -> None:
+    # ValidatePodEphemeralContainersUpdate validates the whole new spec: validateContainerCommon's
+    # ValidateSecurityContext for each ephemeral container, at its path
+    bad = debugger(securityContext={"runAsUser": -1, "procMount": "Unmasked",
+                                    "seccompProfile": {"type": "Localhost"},
+                                    "appArmorProfile": {"type": "Bogus"},
+                                    "windowsOptions": {"runAsUserName": "a\\b\\c"}})
+    with pytest.raises(ApiError) as e:
+        await add(pod, bad)
+    assert e.value.code == 422 and e.value.reason == "Invalid"
+    at = "spec.ephemeralContainers[0].securityContext"
+    assert [(c["reason"], c["field"]) for c in e.value.status["details"]["causes"]] == [
+        ("FieldValueInvalid", f"{at}.runAsUser"), ("FieldValueInvalid", f"{at}.procMount"),
+        ("FieldValueRequired", f"{at}.seccompProfile.localhostProfile"),
+        ("FieldValueInvalid", f"{at}.windowsOptions.runAsUserName"),
+        ("FieldValueNotSupported", f"{at}.appArmorProfile.type")]
+    assert "spec.ephemeralContainers[0].securityContext.runAsUser: Invalid value: -1: must be between 0 and " \
+        "2147483647, inclusive" in e.value.message
+    # its name and mounts as a container's
+    with pytest.raises(ApiError) as e:
+        await add(pod, debugger(name="Not_A_Label", volumeMounts=[{"name": "gone", "mountPath": "/x"}]))
+    assert [c["field"] for c in e.value.status["details"]["causes"]] == [
+        "spec.ephemeralContainers[0].name", "spec.ephemeralContainers[0].volumeMounts[0].name"]
+    # a good one is added
+    got = await add(pod, debugger(securityContext={"runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}))
+    assert got["spec"]["ephemeralContainers"][0]["securityContext"]["runAsUser"] == 1000
+
+
+async def test_an_ephemeral_container_of_a_host_process_pod(client: Client) -> None:
+    # validateWindowsHostProcessPod visits the ephemeral containers too
+    await client.create(PODS, {"metadata": {"name": "p"}, "spec": {
+        "os": {"name": "windows"}, "hostNetwork": True,
+        "securityContext": {"windowsOptions": {"hostProcess": True, "runAsUserName": "NT AUTHORITY\\SYSTEM"}},
+        "containers": [{"name": "app", "image": "x"}]}})
+    with pytest.raises(ApiError) as e:
+        await add(client, debugger(securityContext={"windowsOptions": {"hostProcess": False}}))
+    assert e.value.code == 422
+    assert e.value.status["details"]["causes"] == [
+        {"reason": "FieldValueInvalid",
+         "field": "spec.ephemeralContainers[0].securityContext.windowsOptions.hostProcess",
+         "message": "Invalid value: false: pod hostProcess value must be identical if both are specified, was true"},
+        {"reason": "FieldValueInvalid", "field": "spec",
+         "message": 'Invalid value: "": If pod contains any hostProcess containers then all containers must be '
+                    "HostProcess containers"}]
+    got = await add(client, debugger(securityContext={"windowsOptions": {"hostProcess": True}}))
+    assert [c["name"] for c in got["spec"]["ephemeralContainers"]] == ["dbg"]
