@@ -176,6 +176,8 @@ def pod_spec_causes(spec: Obj, path: str, pod: bool = False, old: Obj | None = N
         _spread_constraints(spread, f"{path}.topologySpreadConstraints", causes)
     if windows:  # validateWindowsHostProcessPod: only a spec with windowsOptions can say hostProcess
         _host_process(spec, path, causes)
+    if not host_users:  # validateHostUsers
+        _host_namespaces(spec, path, causes)
     account = spec.get("serviceAccountName")  # ValidateServiceAccountName, before the node's
     if account and isinstance(account, str) and not _is_subdomain(account):
         causes.extend(invalid(f"{path}.serviceAccountName", account, m) for m in _subdomain_problems(account))
@@ -213,6 +215,21 @@ def drop_kept_empty(spec: Any) -> None:
     sc = spec.get("securityContext") if type(spec) is dict else None
     if sc and type(sc) is dict and sc.get("supplementalGroups") == []:
         del sc["supplementalGroups"]
+
+
+_USER_NAMESPACE = "when `pod.Spec.HostUsers` is false"
+# validateHostUsers' host namespaces, with its paths (upstream names two by their Go fields)
+_HOST_NAMESPACES = (("hostNetwork", "hostNetwork"), ("hostPID", "HostPID"), ("hostIPC", "HostIPC"))
+
+
+def _host_namespaces(spec: Obj, path: str, causes: Causes) -> None:
+    """``validateHostUsers``: a pod in a user namespace (``hostUsers: false``) shares none of the
+    host's network, PID and IPC namespaces. (UserNamespacesHostNetworkSupport, alpha and off by
+    default since 1.35, would allow the network; the volume types a user namespace allowed,
+    UserNamespacesStatelessPodsSupport's limit, are no longer checked upstream.)"""
+    for field, at in _HOST_NAMESPACES:
+        if spec.get(field) is True:
+            causes.append(forbidden(f"{path}.{at}", _USER_NAMESPACE))
 
 
 def _scheduling_group(group: Any, at: str, causes: Causes) -> None:

@@ -320,6 +320,24 @@ async def test_security_contexts(client: Client) -> None:
     assert (await client.create(PODS, pod(ok, name="userns")))["spec"]["hostUsers"] is False
 
 
+async def test_a_user_namespace_shares_no_host_namespace(client: Client) -> None:
+    # validateHostUsers (after validateWindowsHostProcessPod, before the service account's name):
+    # hostNetwork too, UserNamespacesHostNetworkSupport being alpha, off by default
+    userns = spec_with(hostUsers=False, hostNetwork=True, hostPID=True, hostIPC=True, nodeName="Bad_Node")
+    message = "Forbidden: when `pod.Spec.HostUsers` is false"
+    found = await causes_of(client, PODS, pod(userns))
+    assert found[:3] == [cause("FieldValueForbidden", f"spec.{f}", message)
+                         for f in ("hostNetwork", "HostPID", "HostIPC")]
+    assert [c["field"] for c in found[3:]] == ["spec.nodeName"]
+    assert await causes_of(client, DEPLOYMENTS, deployment(spec_with(hostUsers=False, hostPID=True))) == [
+        cause("FieldValueForbidden", "spec.template.spec.HostPID", message)]
+    # false host namespaces, or the host's user namespace, are fine
+    ok = spec_with(hostUsers=False, hostNetwork=False, hostPID=False, hostIPC=False)
+    assert (await client.create(PODS, pod(ok, name="userns")))["spec"]["hostUsers"] is False
+    host = spec_with(hostUsers=True, hostNetwork=True, hostPID=True, hostIPC=True)
+    assert (await client.create(PODS, pod(host, name="host")))["spec"]["hostPID"] is True
+
+
 # -- topology spread, node selector, node name -------------------------------------------------------
 async def test_topology_spread_constraints(client: Client) -> None:
     constraints = [
