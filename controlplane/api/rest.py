@@ -1892,7 +1892,7 @@ class KubeApi:
             # a policy's type checking knows the custom resources' kinds served here
             served = POLICY_TYPES.set(self.registry) if rtype.plural == "validatingadmissionpolicies" else None
             try:
-                causes = prepare(rtype.plural, obj, old)
+                causes = prepare(rtype.plural, obj, old, subresource or "")
             except BadData as e:
                 raise ApiError.bad_request(str(e)) from e
             finally:

@@ -270,6 +270,8 @@ def valid_deletion_cost(value: Any) -> bool:
     ``strconv.ParseInt(value, 10, 32)``."""
     if not isinstance(value, str) or not value or not (value[0] == "-" or value == "0" or "1" <= value[0] <= "9"):
         return False
+    if len(value) < 10 and value.isdigit() and value.isascii():  # (every update re-checks it: the common case first)
+        return True
     return bool(_INT32.match(value)) and -(2**31) <= int(value) < 2**31
 
 

@@ -732,9 +732,10 @@ def _cron_job_causes(cj: dict[str, Any], old: dict[str, Any] | None) -> Causes:
     return causes
 
 
-def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Causes:
+def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str = "") -> Causes:
     """What every write (``old`` None: a create) of a built-in type goes through: ``obj``
-    normalised in place, and the causes of a 422 Invalid. Raises ``BadData`` (a 400)."""
+    normalised in place, and the causes of a 422 Invalid. Raises ``BadData`` (a 400).
+    ``subresource``: the write's (``status``: a pod's annotations are checked once)."""
     if plural in WORKLOADS:
         prepare_workload(plural, obj, old)
         causes = workload_spec_causes(plural, obj, old)
@@ -757,22 +758,28 @@ def prepare(plural: str, obj: dict[str, Any], old: dict[str, Any] | None) -> Cau
             status_causes = pod_status_causes(status, old_status, old_spec if isinstance(old_spec, dict) else {}) + \
                 pod_status_ip_causes(status, old_status) + \
                 pod_user_causes(status, spec if isinstance(spec, dict) else {})
-        # ValidatePodSpecificAnnotationUpdates, where the annotations changed (unchanged, they
-        # were valid when stored): AppArmor and mirror pod annotations fixed, the new ones valid
+        # ValidatePodSpecificAnnotationUpdates: where the annotations changed, the AppArmor and mirror
+        # pod annotations fixed; then, on every update, the new annotations checked as a create's
+        # (ValidatePodSpecificAnnotations), unchanged ones too, but for the create-only agreement of
+        # the AppArmor and seccomp annotations with the fields (create_causes)
         meta, old_meta = obj.get("metadata"), old.get("metadata")
         annotations = meta.get("annotations") if isinstance(meta, dict) else None
         old_annotations = old_meta.get("annotations") if isinstance(old_meta, dict) else None
         checked: Causes = []
         fixed: Causes = []
         if annotations != old_annotations and (annotations or old_annotations):
-            annotations = annotations if isinstance(annotations, dict) else {}
-            old_annotations = old_annotations if isinstance(old_annotations, dict) else {}
-            # (AllowInvalidPodDeletionCost: a pod stored with an invalid cost may keep it)
-            invalid_cost = DELETION_COST in old_annotations and not valid_deletion_cost(old_annotations[DELETION_COST])
+            fixed = update_causes(annotations if isinstance(annotations, dict) else {},
+                                  old_annotations if isinstance(old_annotations, dict) else {})
+        if annotations and isinstance(annotations, dict) and concerned(annotations):
+            # (AllowInvalidPodDeletionCost: a pod stored with an invalid cost may keep it, or another)
+            invalid_cost = isinstance(old_annotations, dict) and DELETION_COST in old_annotations and \
+                not valid_deletion_cost(old_annotations[DELETION_COST])
             checked = annotation_causes(annotations, spec if isinstance(spec, dict) else {}, invalid_cost=invalid_cost)
-            fixed = update_causes(annotations, old_annotations) + checked
+        fixed += checked
         if spec is old_spec or not isinstance(spec, dict) or not isinstance(old_spec, dict):
-            return status_causes + checked + fixed  # (a status write's has them once, upstream)
+            if subresource == "status":  # ValidatePodStatusUpdate: the annotations once, first
+                return fixed + status_causes
+            return status_causes + checked + fixed  # (ValidatePodUpdate: twice)
         # an update is defaulted as upstream decodes it, and DefaultTolerationSeconds admits
         # it as it admits a create: what is stored has the defaults a PUT or patch left out
         # (the ServiceAccount admission gave it too)

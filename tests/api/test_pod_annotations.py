@@ -8,6 +8,7 @@ the mirror pod, seccomp and deletion cost annotations beside them."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -292,3 +293,58 @@ async def test_the_tolerations_annotation_is_json_tolerations_each_valid(http: h
         f'{at}.operator: Invalid value: "": operator must be Exists when `key` is empty, which means "match all '
         'values and all keys"',
         f'{at}.effect: Unsupported value: "Never": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"']
+
+
+async def test_every_update_checks_the_annotations_again(tmp_path: Path) -> None:
+    # ValidatePodUpdate (and ValidatePodStatusUpdate) run ValidatePodSpecificAnnotations on the new
+    # annotations, unchanged too: a pod stored with a bad one (before a check existed) can only be
+    # updated once it is fixed; but the deletion cost, AllowInvalidPodDeletionCost, may stay bad
+    import orjson
+
+    from controlplane.api.app import create_app
+    from controlplane.config import Config
+    from tests.front_socket import ServerProtocol, serving
+
+    app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
+    async with app.router.lifespan_context(app), serving(app.state.front, http=ServerProtocol) as port, \
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        kube = app.state.front.kube
+        rtype = kube.registry.get("", "v1", "pods")
+        meta = {"namespace": "default", "uid": "u", "creationTimestamp": "2020-01-01T00:00:00Z"}
+        legacy = {
+            "tolerations": {TOLERATIONS: '[{"key": "k", "operator": "Sometimes"}]'},
+            "seccomp": {"seccomp.security.alpha.kubernetes.io/pod": "bogus"},
+            "cost": {COST: "1.5"},
+        }
+        for name, annotations in legacy.items():
+            stored = pod(name, annotations)
+            stored["metadata"].update(meta, uid=name)
+            stored["spec"]["containers"][0].update(terminationMessagePolicy="File", imagePullPolicy="Always")
+            await kube.store.create(rtype.key("default", name), orjson.dumps(stored))
+        for name in legacy:
+            for _ in range(500):  # (the watch cache learns of them)
+                if (await http.get(f"{PODS}/{name}")).status_code == 200:
+                    break
+                await asyncio.sleep(0.01)
+        label = {"metadata": {"labels": {"touched": "yes"}}}
+        r = await http.patch(f"{PODS}/tolerations", json=label, headers=MERGE)
+        words = (f"metadata.annotations.{TOLERATIONS}[0].operator: Unsupported value: \"Sometimes\": "
+                 'supported values: "Equal", "Exists"')
+        assert causes_of(r) == [words, words]  # (checked twice on an update, as upstream)
+        r = await http.patch(f"{PODS}/seccomp", json=label, headers=MERGE)
+        assert causes_of(r) == ['metadata.annotations.seccomp.security.alpha.kubernetes.io/pod: Invalid value: '
+                                '"bogus": must be a valid seccomp profile'] * 2
+        # a status write too
+        status = {"status": {"conditions": [{"type": "example.com/ready", "status": "True"}]}}
+        r = await http.patch(f"{PODS}/seccomp/status", json=status, headers=MERGE)
+        assert causes_of(r) == ['metadata.annotations.seccomp.security.alpha.kubernetes.io/pod: Invalid value: '
+                                '"bogus": must be a valid seccomp profile']  # (once: ValidatePodStatusUpdate)
+        # an invalid deletion cost stored may stay (or change to another invalid one)
+        r = await http.patch(f"{PODS}/cost", json=label, headers=MERGE)
+        assert r.status_code == 200, r.text
+        r = await http.patch(f"{PODS}/cost", json={"metadata": {"annotations": {COST: "x"}}}, headers=MERGE)
+        assert r.status_code == 200 and r.json()["metadata"]["annotations"][COST] == "x", r.text
+        # fixed, the update goes through
+        r = await http.patch(f"{PODS}/seccomp", json={"metadata": {"labels": {"touched": "yes"}, "annotations": {
+            "seccomp.security.alpha.kubernetes.io/pod": "runtime/default"}}}, headers=MERGE)
+        assert r.status_code == 200, r.text
