@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .causes import Causes, duplicate, forbidden, invalid
+from .causes import Causes, duplicate, forbidden, invalid, not_supported
 from .podvalidation import label_key_problems, subdomain_problems
 
-__all__ = ["status_causes", "user_causes"]
+__all__ = ["allocated_causes", "status_causes", "user_causes"]
 
 Obj = dict[str, Any]
 
@@ -91,7 +91,8 @@ def _transitions(new: Any, old: Any, path: str, policy: Any, init: Any, causes: 
 
 
 def _claim_statuses(claims: list[Any], spec: Obj, causes: Causes) -> None:
-    """``validatePodResourceClaimStatuses``: each names one of the pod's claims, once."""
+    """``validatePodResourceClaimStatuses``: each names one of the pod's claims, once, and its
+    ``resourceClaimName``, when set, is a DNS subdomain (reported at ``name``, as upstream)."""
     declared = {c.get("name") for c in spec.get("resourceClaims") or () if isinstance(c, dict)}
     seen: set[Any] = set()
     for i, claim in enumerate(claims):
@@ -104,21 +105,94 @@ def _claim_statuses(claims: list[Any], spec: Obj, causes: Causes) -> None:
         if name in seen:
             causes.append(duplicate(at, name))
         seen.add(name)
+        claim_name = claim.get("resourceClaimName")
+        if isinstance(claim_name, str):  # ValidateResourceClaimName, reported at the name (upstream's path)
+            causes.extend(invalid(at, claim_name, m) for m in subdomain_problems(claim_name))
 
 
 def user_causes(status: Obj, spec: Obj) -> Causes:
-    """``validateContainerStatusUsers`` of each of the three container status lists, after the
-    IPs' checks in ``ValidatePodStatusUpdate``: a container's ``user.linux`` (the ids the kubelet
-    says it runs as, KEP-3619) is forbidden for a Windows pod, and for a Linux one (a pod without
-    ``spec.os`` is one) holds ids in range; upstream's path leaves ``user`` out
-    (``status.containerStatuses[0].linux``). A status without users costs a test a container."""
+    """The end of ``ValidatePodStatusUpdate``, after the IPs' checks: ``validateContainerStatusUsers``
+    of each of the three container status lists (a container's ``user.linux``, the ids the kubelet
+    says it runs as, KEP-3619, is forbidden for a Windows pod, and for a Linux one, a pod without
+    ``spec.os`` included, holds ids in range; upstream's path leaves ``user`` out:
+    ``status.containerStatuses[0].linux``), then ``validateContainerStatusAllocatedResourcesStatus``
+    (``allocated_causes``). A status with neither costs two tests a container."""
+    users = allocated = False
     for key in _STATUS_LISTS:
         statuses = status.get(key)
         if statuses and isinstance(statuses, list):
             for c in statuses:
-                if isinstance(c, dict) and "user" in c:
-                    return _users(status, spec)
-    return []
+                if isinstance(c, dict):
+                    if "user" in c:
+                        users = True
+                    if "allocatedResourcesStatus" in c:
+                        allocated = True
+    if not users and not allocated:
+        return []
+    return (_users(status, spec) if users else []) + (allocated_causes(status, spec) if allocated else [])
+
+
+_HEALTH = ("Healthy", "Unhealthy", "Unknown")  # ResourceHealthStatus, listed sorted
+_NOT_A_CLAIM = ("must match one of the container's resource claims in a format 'claim:<claimName>/<request>' "
+                "or 'claim:<claimName>' if request is empty")
+_NOT_A_REQUEST = "must match one of the container's resource requests"
+
+
+def allocated_causes(status: Obj, spec: Obj) -> Causes:
+    """``validateContainerStatusAllocatedResourcesStatus`` (ResourceHealthStatus, KEP-4680) of the
+    container and init container statuses: each entry names one of its container's requests, or
+    one of its claims as ``claim:<name>[/<request>]`` (not checked for a status of no container of
+    the spec, as upstream); its resources' health is Healthy, Unhealthy or Unknown, their IDs
+    unique; then ``validateContainerStatusNoAllocatedResourcesStatus``: an ephemeral container has
+    none."""
+    causes: Causes = []
+    for key, containers in (("containerStatuses", spec.get("containers")),
+                            ("initContainerStatuses", spec.get("initContainers"))):
+        statuses = status.get(key)
+        if not statuses or not isinstance(statuses, list):
+            continue
+        for i, c in enumerate(statuses):
+            reported = c.get("allocatedResourcesStatus") if isinstance(c, dict) else None
+            if not reported or not isinstance(reported, list):
+                continue
+            name = c.get("name")
+            container = next((x for x in containers or () if isinstance(x, dict) and x.get("name") == name), None)
+            resources = container.get("resources") if container is not None else None
+            resources = resources if isinstance(resources, dict) else {}
+            for j, entry in enumerate(reported):
+                if not isinstance(entry, dict):
+                    continue
+                at = f"status.{key}[{i}].allocatedResourcesStatus[{j}]"
+                resource = entry.get("name") or ""
+                if container is not None:
+                    if isinstance(resource, str) and resource.startswith("claim:"):
+                        claims = resources.get("claims")
+                        names = {"claim:" + str(x.get("name") or "") + ("/" + x["request"] if x.get("request") else "")
+                                 for x in claims or () if isinstance(x, dict)}
+                        if resource not in names:
+                            causes.append(invalid(f"{at}.name", resource, _NOT_A_CLAIM))
+                    else:
+                        requests = resources.get("requests")
+                        if not isinstance(requests, dict) or resource not in requests:
+                            causes.append(invalid(f"{at}.name", resource, _NOT_A_REQUEST))
+                ids: set[Any] = set()
+                health_list = entry.get("resources")
+                for k, r in enumerate(health_list if isinstance(health_list, list) else ()):
+                    if not isinstance(r, dict):
+                        continue
+                    health = r.get("health") or ""
+                    if health not in _HEALTH:
+                        causes.append(not_supported(f"{at}.resources[{k}].health", health, _HEALTH))
+                    rid = r.get("resourceID") or ""
+                    if rid in ids:
+                        causes.append(duplicate(f"{at}.resources[{k}].resourceID", rid))
+                    ids.add(rid)
+    statuses = status.get("ephemeralContainerStatuses")
+    for i, c in enumerate(statuses if isinstance(statuses, list) else ()):
+        if isinstance(c, dict) and c.get("allocatedResourcesStatus"):
+            causes.append(forbidden(f"status.ephemeralContainerStatuses[{i}].allocatedResourcesStatus",
+                                    "cannot be set for a container status"))
+    return causes
 
 
 def _users(status: Obj, spec: Obj) -> Causes:

@@ -120,3 +120,49 @@ async def test_a_containers_reported_user_is_its_pods_os(http: httpx.AsyncClient
         "linux": {"uid": 1000, "gid": 1000, "supplementalGroups": [0, 2147483647]}}}]})
     assert r.status_code == 200, r.text
     assert r.json()["status"]["containerStatuses"][0]["user"]["linux"]["uid"] == 1000
+
+
+async def test_a_claim_status_names_a_valid_resource_claim(http: httpx.AsyncClient) -> None:
+    # validatePodResourceClaimStatuses: resourceClaimName, when set, is a DNS subdomain (reported
+    # at the status's name, as upstream does)
+    await create(http, "p", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}])
+    r = await status(http, "p", {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "Bad_Claim"}]})
+    assert causes_of(r) == [f'status.resourceClaimStatuses[0].name: Invalid value: "Bad_Claim": {DNS_HINT}']
+    r = await status(http, "p", {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x1"}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["resourceClaimStatuses"] == [{"name": "gpu", "resourceClaimName": "p-gpu-x1"}]
+
+
+async def test_allocated_resources_status_names_the_containers_resources(http: httpx.AsyncClient) -> None:
+    # validateContainerStatusAllocatedResourcesStatus (ResourceHealthStatus): each entry one of the
+    # container's requests or claims, its resources' health known and their IDs unique; none for an
+    # ephemeral container (validateContainerStatusNoAllocatedResourcesStatus)
+    await create(http, "p", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}], containers=[
+        {"name": "c", "image": "nginx", "resources": {"requests": {"example.com/dev": "1"},
+                                                      "limits": {"example.com/dev": "1"},
+                                                      "claims": [{"name": "gpu", "request": "one"}]}}])
+    healthy = [{"resourceID": "a", "health": "Healthy"}]
+    c = {**running(), "allocatedResourcesStatus": [
+        {"name": "example.com/dev", "resources": healthy},
+        {"name": "claim:gpu/one", "resources": healthy},
+        {"name": "claim:gpu", "resources": healthy},
+        {"name": "cpu", "resources": [{"resourceID": "a", "health": "Healthy"}, {"resourceID": "a", "health": "Sick"},
+                                      {"resourceID": "b"}]}]}
+    r = await status(http, "p", {"containerStatuses": [c]})
+    at = "status.containerStatuses[0].allocatedResourcesStatus"
+    assert causes_of(r) == [
+        f'{at}[2].name: Invalid value: "claim:gpu": must match one of the container\'s resource claims in a format '
+        "'claim:<claimName>/<request>' or 'claim:<claimName>' if request is empty",
+        f'{at}[3].name: Invalid value: "cpu": must match one of the container\'s resource requests',
+        f'{at}[3].resources[1].health: Unsupported value: "Sick": supported values: "Healthy", "Unhealthy", "Unknown"',
+        f'{at}[3].resources[1].resourceID: Duplicate value: "a"',
+        f'{at}[3].resources[2].health: Unsupported value: "": supported values: "Healthy", "Unhealthy", "Unknown"']
+    # a status of no container of the spec: only its resources are checked
+    other = {**running(), "name": "gone", "allocatedResourcesStatus": [{"name": "cpu", "resources": healthy}]}
+    ephemeral = {**running(), "name": "dbg", "allocatedResourcesStatus": [{"name": "cpu", "resources": healthy}]}
+    r = await status(http, "p", {"containerStatuses": [other], "ephemeralContainerStatuses": [ephemeral]})
+    assert causes_of(r) == ["status.ephemeralContainerStatuses[0].allocatedResourcesStatus: Forbidden: "
+                            "cannot be set for a container status"]
+    c["allocatedResourcesStatus"] = c["allocatedResourcesStatus"][:2]
+    r = await status(http, "p", {"containerStatuses": [c]})
+    assert r.status_code == 200, r.text
