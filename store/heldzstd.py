@@ -27,7 +27,6 @@ switch may come between the call and the copy out of it).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import threading
 from typing import Protocol, cast
 
@@ -57,12 +56,34 @@ _FIRST_ERROR = 2**64 - 1024
 _DST_SIZE_TOO_SMALL = 2**64 - 70  # -ZSTD_error_dstSize_tooSmall
 
 
-def _load() -> ctypes.PyDLL | None:
-    name = ctypes.util.find_library("zstd")
+# Linux's soname, which the dynamic loader finds as it does for any program linked to it. Only
+# where it is not found (another system) is ``ctypes.util.find_library`` asked: its imports and
+# the ``ldconfig -p`` it runs were a third of this module's import, which every process that
+# opens a store pays, each store's applier process among them (``store.lmdb.applier``).
+_SONAME = "libzstd.so.1"
+
+
+def _open() -> ctypes.PyDLL | None:
+    try:
+        return ctypes.PyDLL(_SONAME)
+    except OSError:
+        pass
+    from ctypes.util import find_library
+
+    name = find_library("zstd")
     if name is None:
         return None
     try:
-        lib = ctypes.PyDLL(name)
+        return ctypes.PyDLL(name)
+    except OSError:
+        return None
+
+
+def _load() -> ctypes.PyDLL | None:
+    lib = _open()
+    if lib is None:
+        return None
+    try:
         if lib.ZSTD_versionNumber() < 10400:  # the advanced parameters are stable since 1.4.0
             return None
         for fn, res, args in (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import orjson
@@ -105,3 +107,19 @@ def test_the_codec_frames_a_batch_alike_held_or_in_one_call(pods: list[bytes], d
     assert [codec.decode(f) for f in frames] == values
     one_call = codec._cctx(7).multi_compress_to_buffer(list[bytes | bytearray | memoryview](values), threads=0)
     assert [f[5:] for f in frames] == [one_call[i].tobytes() for i in range(len(values))]
+
+
+def test_the_library_is_loaded_by_its_soname_without_find_library() -> None:
+    """Every process that opens a store imports this module, each store's applier among them:
+    on Linux the soname is loaded as is, without ``ctypes.util`` (its imports and its
+    ``ldconfig -p``), which is only the fallback."""
+    code = ("import sys; from store import heldzstd; "
+            "print(heldzstd.available(), heldzstd._lib._name, 'ctypes.util' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "libzstd.so.1", "False"]
+
+
+def test_where_the_soname_is_not_found_find_library_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heldzstd, "_SONAME", "libzstd-not-here.so.9")
+    lib = heldzstd._open()
+    assert lib is not None and lib.ZSTD_versionNumber() >= 10400
