@@ -113,7 +113,9 @@ def test_columns_choose_the_nodes_the_per_node_loop_chooses(percentage: int, mos
         b.add_or_update_node(obj)
     placed: list[PodInfo] = []
     used_columns = 0
-    for i in range(700):
+    # 450 pods: some 375 placed on either path (the seeds fix it; 300 are asserted below) while
+    # nodes go, come and change; 1,200 nodes: more than one window of the columns' walk
+    for i in range(450):
         p = _random_pod(rng, i)
         na, ea = vec.place(CycleState(), p, a.order)
         nb, eb = loop.place(CycleState(), p, list(b.order))
