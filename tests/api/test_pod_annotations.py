@@ -302,8 +302,9 @@ async def test_every_update_checks_the_annotations_again(tmp_path: Path) -> None
     import orjson
 
     from controlplane.api.app import create_app
+    from controlplane.api.http1 import ServerProtocol
     from controlplane.config import Config
-    from tests.front_socket import ServerProtocol, serving
+    from tests.front_socket import serving
 
     app = create_app(Config(data_dir=tmp_path / "data", tls=False, scheduler=False))
     async with app.router.lifespan_context(app), serving(app.state.front, http=ServerProtocol) as port, \

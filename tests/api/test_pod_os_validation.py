@@ -105,10 +105,10 @@ async def test_a_windows_pods_false_host_namespaces_and_empty_sysctls_are_no_set
 async def test_a_windows_pods_empty_supplemental_groups_are_sent(client: Client) -> None:
     # Go decodes [] as an empty, non-nil slice: validateWindows forbids it as it forbids [1];
     # a Linux pod's (or a pod without an OS) is stored without it, as protobuf stores none
-    windows = {"os": {"name": "windows"}, "securityContext": {"supplementalGroups": []},
+    windows: dict[str, Any] = {"os": {"name": "windows"}, "securityContext": {"supplementalGroups": []},
                "containers": [{"name": "c", "image": "x"}]}
     assert await causes_of(client, PODS, pod(windows)) == [forbidden("spec.securityContext.supplementalGroups")]
-    statefulset = {"metadata": {"name": "s"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+    statefulset: dict[str, Any] = {"metadata": {"name": "s"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
         "metadata": {"labels": {"a": "b"}}, "spec": {**windows, "os": {"name": "linux"}}}}}
     deployment = {**statefulset, "metadata": {"name": "d"}}
     assert await causes_of(client, DEPLOYMENTS, {**deployment, "spec": {**deployment["spec"], "template": {
