@@ -108,8 +108,9 @@ async def test_a_windows_pods_empty_supplemental_groups_are_sent(client: Client)
     windows: dict[str, Any] = {"os": {"name": "windows"}, "securityContext": {"supplementalGroups": []},
                "containers": [{"name": "c", "image": "x"}]}
     assert await causes_of(client, PODS, pod(windows)) == [forbidden("spec.securityContext.supplementalGroups")]
-    statefulset: dict[str, Any] = {"metadata": {"name": "s"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
-        "metadata": {"labels": {"a": "b"}}, "spec": {**windows, "os": {"name": "linux"}}}}}
+    statefulset: dict[str, Any] = {"metadata": {"name": "s"}, "spec": {
+        "selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {**windows, "os": {"name": "linux"}}}}}
     deployment = {**statefulset, "metadata": {"name": "d"}}
     assert await causes_of(client, DEPLOYMENTS, {**deployment, "spec": {**deployment["spec"], "template": {
         "metadata": {"labels": {"a": "b"}}, "spec": windows}}}) == [
