@@ -19,6 +19,7 @@ import copy
 from typing import Any
 
 from .causes import Causes, cause, objects
+from .podannotations import MIRROR
 from .podspec import default_container
 from .podvalidation import ephemeral_container_causes, host_process_causes, os_causes
 
@@ -36,6 +37,11 @@ def ephemeral_update(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str
     merged = dict(old)
     merged["metadata"] = dict(old.get("metadata") or {})
     spec = merged["spec"] = dict(old_spec)
+    if MIRROR in (merged["metadata"].get("annotations") or {}):
+        # a static pod's mirror: ValidatePodEphemeralContainersUpdate refuses any write, this alone
+        # (kubernetes#113935; its path is the root's, written ``[]`` by field.Path)
+        return merged, [cause("FieldValueForbidden", "[]",
+                              "Forbidden: static pods do not support ephemeral containers")]
     causes: Causes = []
     if wanted is None:
         wanted = []

@@ -144,3 +144,17 @@ async def test_an_ephemeral_container_of_a_host_process_pod(client: Client) -> N
                     "HostProcess containers"}]
     got = await add(client, debugger(securityContext={"windowsOptions": {"hostProcess": True}}))
     assert [c["name"] for c in got["spec"]["ephemeralContainers"]] == ["dbg"]
+
+
+async def test_a_mirror_pod_takes_no_ephemeral_container(client: Client) -> None:
+    # ValidatePodEphemeralContainersUpdate: a static pod's mirror refuses the subresource's writes
+    # (kubectl debug of kube-apiserver's pod: `The Pod "..." is invalid: []: Forbidden: ...`)
+    await client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "p", "annotations": {"kubernetes.io/config.mirror": "x"}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "nginx:1.27"}]}})
+    with pytest.raises(ApiError) as e:
+        await add(client, debugger())
+    assert (e.value.code, e.value.reason) == (422, "Invalid")
+    assert e.value.message == 'Pod "p" is invalid: []: Forbidden: static pods do not support ephemeral containers'
+    assert [(c["field"], c["reason"]) for c in e.value.status["details"]["causes"]] == [("[]", "FieldValueForbidden")]
+    assert "ephemeralContainers" not in (await client.get(f"{PODS}/p"))["spec"]
